@@ -1,0 +1,21 @@
+# kernelkit: reproducible GPU kernel experiments. README.md explains how to run it;
+# config/README.md explains every configuration key.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/environment.smk"
+include: "workflow/rules/correctness.smk"
+include: "workflow/rules/timing.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

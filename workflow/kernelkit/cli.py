@@ -1,0 +1,266 @@
+"""`kernelkit <stage>`: one process per workflow job, each writing one result file.
+
+Every stage validates its arguments before touching the GPU, writes its result atomically,
+and on failure prints one sentence and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from kernelkit import KitError, spec as specs
+from kernelkit.results import read_json, write_json_atomic, write_text_atomic
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from kernelkit import config
+
+    config.load(args.config)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def cmd_write_config(args: argparse.Namespace) -> int:
+    from kernelkit import config
+
+    payload = config.validate(json.loads(args.json))
+    write_json_atomic(args.output, payload)
+    return 0
+
+
+def cmd_environment(args: argparse.Namespace) -> int:
+    from kernelkit import environment
+
+    run_config = read_json(args.config) if args.config else {}
+    record = environment.capture(run_config)
+    write_json_atomic(args.output, record)
+    gpu = record["gpu"]
+    print(f"environment: {record['cuda']['device_name']}, driver {gpu['driver_version']}, CuPy {record['cuda']['cupy_version']}")
+    if not record["nvml_available"]:
+        print(f"warning: {record['nvml_error']}; clock fields are unavailable", file=sys.stderr)
+    return 0
+
+
+def _print_cases(cases: list[Any]) -> None:
+    for case in cases:
+        mark = "ok  " if case.passed else "FAIL"
+        print(
+            f"{mark} {case.layout:>6} {case.shape:>8} {case.pattern:<12} max|err| {case.max_abs_error:.3e}"
+            f"  worst {case.worst_index}  {'' if case.passed else case.symptom}"
+        )
+
+
+def cmd_correctness(args: argparse.Namespace) -> int:
+    from kernelkit import correctness
+
+    spec = specs.load(args.kernel)
+    layouts = args.layout or list(spec.layouts)
+    for layout in layouts:
+        spec.layout(layout)
+    if args.negative_control:
+        spec.mutation(args.negative_control)
+    cases = correctness.run_suite(spec, layouts, args.negative_control)
+    _print_cases(cases)
+    record = correctness.suite_record(spec, cases, args.negative_control)
+    record["layouts"] = layouts
+    record["negative_control"] = args.negative_control
+    failed = record["failed_count"]
+    if args.negative_control:
+        print(
+            f"negative control '{args.negative_control}' ({spec.mutation(args.negative_control).why}): "
+            f"{failed} of {len(cases)} cases failed" + (", as they must" if failed else "; the checks did NOT catch it")
+        )
+        return 1
+    if failed:
+        raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
+    if args.output:
+        write_json_atomic(args.output, {**record, "passed": True})
+    print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
+    return 0
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from kernelkit import correctness
+
+    spec = specs.load(args.kernel)
+    mutation = spec.mutation(args.control)
+    for layout in args.layout:
+        spec.layout(layout)
+    cases = correctness.run_suite(spec, args.layout, args.control)
+    record = correctness.suite_record(spec, cases, args.control)
+    caught = [case for case in record["cases"] if not case["passed"]]
+    if not caught:
+        raise KitError(
+            f"negative control '{args.control}' of {spec.name} ({mutation.why}) passed all {len(cases)} correctness "
+            "cases: the checks cannot see this bug, so no timing will run"
+        )
+    first = caught[0]
+    write_json_atomic(
+        args.output,
+        {
+            **record,
+            "control": args.control,
+            "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
+            "layouts": args.layout,
+            "caught": True,
+            "caught_by": {key: first[key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")},
+        },
+    )
+    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases; first: {first['layout']} "
+          f"{first['shape']} {first['pattern']}: {first['symptom']}")
+    return 0
+
+
+def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> None:
+    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source."""
+    record = read_json(correctness_file)
+    if not record.get("passed") or layout not in record.get("layouts", []):
+        raise KitError(f"{correctness_file} does not record a pass for layout '{layout}'; nothing will be timed")
+    if record["source_sha256"] != spec.source_sha256():
+        raise KitError(f"{correctness_file} was made from another version of {spec.source_path}; rerun correctness first")
+    checked = set()
+    for path in control_files:
+        control = read_json(path)
+        if not control.get("caught"):
+            raise KitError(f"{path} does not record the negative control as caught; nothing will be timed")
+        checked.add(control["control"])
+    missing = set(spec.mutations) - checked
+    if missing:
+        raise KitError(f"negative controls {', '.join(sorted(missing))} of {spec.name} have no result; nothing will be timed")
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    from kernelkit import device, environment, timing
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load(args.kernel)
+    layout = spec.layout(args.layout)
+    shape = spec.parse_shape(args.shape)
+    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples)
+    _require_checked(spec, args.layout, args.correctness, args.controls)
+
+    cp = device.cupy()
+    kernel = device.compile_kernel(spec)
+    inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, args.shape, spec.timing_pattern))
+    buffers = device.upload(inputs)
+    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+    launch_once, geometry = device.launcher(spec, kernel, layout, shape, buffers, out)
+    cp.cuda.Device().synchronize()
+
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    before = nvml.snapshot()
+    samples = timing.graph_replay_samples(launch_once, method)
+    after = nvml.snapshot()
+
+    write_json_atomic(
+        args.output,
+        {
+            "kernel": spec.name,
+            "shape": args.shape,
+            "dims": dict(zip(spec.dims, shape)),
+            "layout": args.layout,
+            "layout_parameters": dict(layout),
+            "repeat": args.repeat,
+            # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
+            "order": {"seed": args.order_seed, "key": args.order_key},
+            "method": method.describe(),
+            "unit": "microseconds per launch",
+            "samples_us": samples,
+            "input_pattern": spec.timing_pattern,
+            "launch": {"grid": list(geometry.grid), "block": list(geometry.block), "shared_mem_bytes": geometry.shared_mem},
+            "kernel_attributes": kernel.attributes,
+            "source_sha256": kernel.source_sha256,
+            "compile_options": list(kernel.compile_options),
+            "bytes_moved": spec.bytes_moved(shape),
+            "flops": spec.flops(shape),
+            "device_name": device.device_name(),
+            "started_utc": before["time_utc"],
+            "ended_utc": after["time_utc"],
+            "nvml_before": before,
+            "nvml_after": after,
+        },
+    )
+    median = sorted(samples)[len(samples) // 2]
+    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: median {median:.3f} us over {len(samples)} samples")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from kernelkit import summary
+
+    table = summary.summarize_records([read_json(path) for path in args.timing])
+    write_text_atomic(args.output, table.to_csv(index=False, float_format="%.6f"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from kernelkit import report
+
+    write_text_atomic(args.output, report.render_markdown(Path(args.run_dir)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelkit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("check-config", help="validate a config file and exit")
+    p.add_argument("config", nargs="?", default="config/config.yaml")
+    p.set_defaults(func=cmd_check_config)
+
+    p = sub.add_parser("write-config", help="validate a config given as JSON and store it with the run")
+    p.add_argument("--json", required=True)
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_write_config)
+
+    p = sub.add_parser("environment", help="record driver, device, clocks and host")
+    p.add_argument("--config", help="the run's config.json, hashed into the record")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_environment)
+
+    p = sub.add_parser("correctness", help="run the correctness suite; exits non-zero when a case fails")
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--layout", action="append", help="repeatable; default: every layout of the kernel")
+    p.add_argument("--negative-control", help="run a mutated build instead; it must fail, so this exits non-zero")
+    p.add_argument("--output")
+    p.set_defaults(func=cmd_correctness)
+
+    p = sub.add_parser("control", help="run a negative control; exits non-zero when the checks do NOT catch it")
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--control", required=True)
+    p.add_argument("--layout", action="append", required=True)
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_control)
+
+    p = sub.add_parser("time", help="time one kernel/shape/layout by CUDA-graph replay")
+    for name in ("--kernel", "--shape", "--layout", "--correctness", "--output"):
+        p.add_argument(name, required=True)
+    p.add_argument("--controls", nargs="*", default=[])
+    for name, default in (("--repeat", 1), ("--order-seed", 0), ("--order-key", 0),
+                          ("--warmup", 20), ("--launches", 64), ("--samples", 15)):
+        p.add_argument(name, type=int, default=default)
+    p.set_defaults(func=cmd_time)
+
+    p = sub.add_parser("summary", help="one tidy row per timed target")
+    p.add_argument("--output", required=True)
+    p.add_argument("timing", nargs="+")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="the Markdown report of one run directory")
+    p.add_argument("run_dir")
+    p.add_argument("--output", required=True)
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KitError as error:
+        print(f"kernelkit {args.command}: {error}", file=sys.stderr)
+        return 2

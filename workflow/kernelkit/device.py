@@ -1,0 +1,80 @@
+"""The only module that touches the GPU through CuPy.
+
+CuPy is imported lazily so that the CPU side of the kit (config, targets, summary,
+report, diff) works on a machine without CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from kernelkit import KitError
+from kernelkit.spec import KernelSpec, Shape
+
+
+def cupy() -> Any:
+    """Import CuPy and check that a GPU is visible, or fail with one sentence that says which is missing."""
+    try:
+        import cupy as cp
+    except ImportError as error:
+        raise KitError(f"CuPy is not installed ({error}); install envs/requirements-cuda13.txt or -cuda12.txt") from None
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CUDARuntimeError without a driver, or a driver too old for CuPy's runtime
+        raise KitError(f"no usable NVIDIA GPU or driver: the CUDA runtime says {error}") from None
+    if count < 1:
+        raise KitError("no NVIDIA GPU is visible to the CUDA runtime")
+    return cp
+
+
+@dataclass
+class CompiledKernel:
+    function: Any
+    source_sha256: str
+    compile_options: tuple[str, ...]
+    attributes: dict[str, int]
+
+
+def compile_kernel(spec: KernelSpec, mutation: str | None = None) -> CompiledKernel:
+    """Compile the spec's source with NVRTC, applying a negative-control mutation if named."""
+    cp = cupy()
+    source = spec.source_text(mutation)
+    function = cp.RawKernel(source, spec.entry, options=tuple(spec.compile_options))
+    # Reading the attributes compiles and loads the kernel now, outside any timed interval.
+    attributes = {
+        name: int(value)
+        for name, value in function.attributes.items()
+        if isinstance(value, (int, np.integer))
+    }
+    return CompiledKernel(function, spec.source_sha256(mutation), tuple(spec.compile_options), attributes)
+
+
+def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    cp = cupy()
+    return {name: cp.asarray(array) for name, array in inputs.items()}
+
+
+def download(array: Any) -> np.ndarray:
+    return cupy().asnumpy(array)
+
+
+def launcher(spec: KernelSpec, kernel: CompiledKernel, layout: Mapping[str, Any], shape: Shape, buffers: Mapping[str, Any], out: Any):
+    """A zero-argument callable that enqueues one launch on the current stream."""
+    geometry = spec.launch(layout, shape)
+    args = spec.arguments(buffers, out, shape)
+    function = kernel.function
+
+    def launch_once() -> None:
+        function(geometry.grid, geometry.block, args, shared_mem=geometry.shared_mem)
+
+    return launch_once, geometry
+
+
+def device_name() -> str:
+    cp = cupy()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)

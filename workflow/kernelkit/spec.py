@@ -1,0 +1,155 @@
+"""What a kernel folder declares, and how the kit finds it.
+
+An operation lives in `kernels/<name>/`: a CUDA source and a `spec.py` that defines
+`SPEC = KernelSpec(...)`. The kit never special-cases an operation; everything it needs
+to check, time and report a kernel comes from this object, so adding an operation means
+adding a folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from kernelkit import KitError
+from kernelkit.results import sha256_text
+
+Shape = tuple[int, ...]
+
+SHAPE_PATTERN = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
+
+
+@dataclass(frozen=True)
+class Launch:
+    grid: tuple[int, ...]
+    block: tuple[int, ...]
+    shared_mem: int = 0
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A negative control: one exact text edit of the source that the checks must catch.
+
+    The text to find must occur exactly once, so that an edit of the kernel that moves it
+    breaks the control loudly instead of silently turning it into the correct kernel.
+    """
+
+    find: str
+    replace: str
+    why: str
+
+    def apply(self, source: str) -> str:
+        count = source.count(self.find)
+        if count != 1:
+            raise KitError(f"negative-control text {self.find!r} occurs {count} times in the source, expected once")
+        return source.replace(self.find, self.replace)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Pass when |out - ref| <= abs + rel * |ref|; NaN or Inf never passes."""
+
+    abs: float
+    rel: float
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    source: str
+    entry: str
+    dims: tuple[str, ...]
+    layouts: Mapping[str, Mapping[str, Any]]
+    correctness_shapes: tuple[Shape, ...]
+    patterns: tuple[str, ...]
+    timing_pattern: str
+    tolerance: Tolerance
+    mutations: Mapping[str, Mutation]
+    make_inputs: Callable[[Shape, str, np.random.Generator], dict[str, np.ndarray]]
+    output_shape: Callable[[Shape], Shape]
+    reference: Callable[[Mapping[str, np.ndarray]], np.ndarray]
+    launch: Callable[[Mapping[str, Any], Shape], Launch]
+    arguments: Callable[[Mapping[str, Any], Any, Shape], tuple]
+    bytes_moved: Callable[[Shape], int]
+    flops: Callable[[Shape], int]
+    compile_options: tuple[str, ...] = ("--std=c++17",)
+    folder: Path = field(default=Path("."))
+
+    @property
+    def source_path(self) -> Path:
+        return self.folder / self.source
+
+    def source_text(self, mutation: str | None = None) -> str:
+        text = self.source_path.read_text(encoding="utf-8")
+        if mutation is None:
+            return text
+        return self.mutation(mutation).apply(text)
+
+    def source_sha256(self, mutation: str | None = None) -> str:
+        return sha256_text(self.source_text(mutation))
+
+    def layout(self, name: str) -> Mapping[str, Any]:
+        if name not in self.layouts:
+            raise KitError(f"layout '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.layouts)}")
+        return self.layouts[name]
+
+    def mutation(self, name: str) -> Mutation:
+        if name not in self.mutations:
+            raise KitError(
+                f"negative control '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.mutations)}"
+            )
+        return self.mutations[name]
+
+    def parse_shape(self, text: str) -> Shape:
+        """`512x128` -> (512, 128), with one dimension per entry of `dims`."""
+        if not SHAPE_PATTERN.match(text):
+            raise KitError(
+                f"shape '{text}' of kernel '{self.name}' is malformed; write it as {'x'.join(d.upper() for d in self.dims)} "
+                "with positive integers, e.g. " + "x".join(["512", "128", "64"][: len(self.dims)])
+            )
+        shape = tuple(int(part) for part in text.split("x"))
+        if len(shape) != len(self.dims):
+            raise KitError(
+                f"shape '{text}' of kernel '{self.name}' has {len(shape)} dimensions; "
+                f"it needs {len(self.dims)} ({'x'.join(d.upper() for d in self.dims)})"
+            )
+        return shape
+
+
+def shape_name(shape: Shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def kernels_dir() -> Path:
+    """The `kernels/` folder: $KERNELKIT_KERNELS, else `kernels/` under the working directory."""
+    return Path(os.environ.get("KERNELKIT_KERNELS", "kernels"))
+
+
+def available(root: Path | None = None) -> list[str]:
+    root = kernels_dir() if root is None else root
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file())
+
+
+def load(name: str, root: Path | None = None) -> KernelSpec:
+    root = kernels_dir() if root is None else root
+    folder = root / name
+    if not (folder / "spec.py").is_file():
+        raise KitError(f"kernel '{name}' is not defined; allowed: {', '.join(available(root)) or '(none found in ' + str(root) + ')'}")
+    module_spec = importlib.util.spec_from_file_location(f"kernelkit_kernels.{name}", folder / "spec.py")
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, KernelSpec):
+        raise KitError(f"kernels/{name}/spec.py defines no SPEC = KernelSpec(...)")
+    if spec.name != name:
+        raise KitError(f"kernels/{name}/spec.py names its kernel '{spec.name}'; it must match its folder '{name}'")
+    return replace(spec, folder=folder.resolve())

@@ -1,0 +1,61 @@
+"""The tidy table of a run: one row per kernel / shape / layout / repeat."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import pandas as pd
+
+from kernelkit.stats import summarize
+
+COLUMNS = [
+    "kernel", "shape", "layout", "repeat", "n", "median_us", "min_us", "max_us",
+    "order_key", "order_position", "sm_clock_before_mhz", "sm_clock_after_mhz", "started_utc", "source_sha256",
+]
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, (int, float)) else None
+
+
+def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for record in records:
+        stats = summarize(record["samples_us"])
+        rows.append(
+            {
+                "kernel": record["kernel"],
+                "shape": record["shape"],
+                "layout": record["layout"],
+                "repeat": record["repeat"],
+                "n": stats.n,
+                "median_us": stats.median,
+                "min_us": stats.min,
+                "max_us": stats.max,
+                "order_key": record["order"]["key"],
+                "sm_clock_before_mhz": _number(record["nvml_before"].get("sm_clock_mhz")),
+                "sm_clock_after_mhz": _number(record["nvml_after"].get("sm_clock_mhz")),
+                "started_utc": record["started_utc"],
+                "source_sha256": record["source_sha256"],
+            }
+        )
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "order_position"])
+    # Where each target ran within its repeat: ascending order key, as the workflow schedules it.
+    table["order_position"] = table.groupby("repeat")["order_key"].rank(method="first").astype(int) - 1
+    return sort_table(table[COLUMNS])
+
+
+def natural_key(text: str) -> tuple:
+    """Numbers compare as numbers: 512x128 before 4096x128, t32 before t256."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def sort_table(table: pd.DataFrame) -> pd.DataFrame:
+    return (
+        table.assign(_shape=table["shape"].map(natural_key), _layout=table["layout"].map(natural_key))
+        .sort_values(["kernel", "_shape", "_layout", "repeat"], kind="stable")
+        .drop(columns=["_shape", "_layout"])
+        .reset_index(drop=True)
+    )
+

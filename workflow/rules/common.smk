@@ -1,0 +1,126 @@
+import json
+import os
+import re
+import sys
+
+from snakemake.exceptions import WorkflowError
+
+# Jobs run this checkout's kit, installed or not.
+KIT_DIR = os.path.join(workflow.basedir, "workflow")
+sys.path.insert(0, KIT_DIR)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [KIT_DIR, os.environ.get("PYTHONPATH")]))
+
+from kernelkit import KitError
+from kernelkit import config as kit_config
+from kernelkit import spec as kit_spec
+
+try:
+    kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
+except KitError as error:
+    raise WorkflowError(str(error)) from None
+
+KIT = f"{sys.executable} -m kernelkit"
+RUN = config["run"]
+TIMING = config["timing"]
+KERNELS = config["kernels"]
+SPECS = {name: kit_spec.load(name) for name in KERNELS}
+PLAN = {target.key: target for target in kit_config.timing_plan(config)}
+
+
+def alternatives(names):
+    return "|".join(re.escape(name) for name in sorted(set(names), key=len, reverse=True))
+
+
+wildcard_constraints:
+    run=re.escape(RUN),
+    kernel=alternatives(KERNELS),
+    layout=r"[A-Za-z0-9_]+",
+    control=r"[A-Za-z0-9_]+",
+    shape=r"[1-9][0-9]*(?:x[1-9][0-9]*)*",
+    n=r"[1-9][0-9]*",
+
+
+# Priorities only order jobs that are ready together; the environment goes first so that
+# a machine without a GPU fails there, with its own message.
+ENVIRONMENT_PRIORITY = 2**40
+
+
+def kernel_sources(wildcards):
+    """A kernel's whole folder: editing any of its files reruns exactly its targets."""
+    folder = SPECS[wildcards.kernel].folder
+    return sorted(os.path.relpath(path) for path in folder.iterdir() if path.is_file())
+
+
+def checked_layout(wildcards):
+    layouts = KERNELS[wildcards.kernel]["layouts"]
+    if wildcards.layout not in layouts:
+        raise WorkflowError(
+            f"layout '{wildcards.layout}' is not configured for kernel '{wildcards.kernel}'; "
+            f"allowed: {', '.join(layouts)}"
+        )
+    return wildcards.layout
+
+
+def correctness_files(kernel):
+    return expand(
+        "results/{run}/correctness/{kernel}/{layout}.json",
+        run=RUN,
+        kernel=kernel,
+        layout=KERNELS[kernel]["layouts"],
+    )
+
+
+def control_files(kernel):
+    return expand(
+        "results/{run}/controls/{kernel}/{control}.json",
+        run=RUN,
+        kernel=kernel,
+        control=list(SPECS[kernel].mutations),
+    )
+
+
+def checked_control(wildcards):
+    controls = list(SPECS[wildcards.kernel].mutations)
+    if wildcards.control not in controls:
+        raise WorkflowError(
+            f"negative control '{wildcards.control}' is not defined for kernel '{wildcards.kernel}'; "
+            f"allowed: {', '.join(controls)}"
+        )
+    return wildcards.control
+
+
+def timed_target(wildcards):
+    """The plan entry of a timing target, or one sentence saying what is allowed."""
+    shapes = KERNELS[wildcards.kernel]["shapes"]
+    if wildcards.shape not in shapes:
+        raise WorkflowError(
+            f"shape '{wildcards.shape}' is not configured for kernel '{wildcards.kernel}'; allowed: {', '.join(shapes)}"
+        )
+    checked_layout(wildcards)
+    repeat = int(wildcards.n)
+    if repeat > TIMING["repeats"]:
+        raise WorkflowError(f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})")
+    return PLAN[(wildcards.kernel, wildcards.shape, wildcards.layout, repeat)]
+
+
+def timing_inputs(wildcards):
+    timed_target(wildcards)
+    return {
+        "sources": kernel_sources(wildcards),
+        "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
+        "controls": control_files(wildcards.kernel),
+    }
+
+
+def timing_files():
+    return [
+        f"results/{RUN}/timing/{t.kernel}/{t.shape}/{t.layout}/rep{t.repeat}.json"
+        for t in PLAN.values()
+    ]
+
+
+def all_targets():
+    targets = [f"results/{RUN}/environment.json"]
+    for kernel in KERNELS:
+        targets += correctness_files(kernel) + control_files(kernel)
+    return targets + timing_files() + [f"results/{RUN}/summary.csv", f"reports/{RUN}/report.md"]

@@ -1,0 +1,34 @@
+rule correctness:
+    input:
+        kernel_sources,
+    output:
+        "results/{run}/correctness/{kernel}/{layout}.json",
+    params:
+        layout=checked_layout,
+    log:
+        "results/{run}/logs/correctness/{kernel}/{layout}.log",
+    resources:
+        gpu=1,
+    shell:
+        "{KIT} correctness --kernel {wildcards.kernel} --layout {params.layout}"
+        " --output {output} > {log} 2>&1"
+
+
+rule negative_control:
+    input:
+        sources=kernel_sources,
+        correctness=lambda wildcards: correctness_files(wildcards.kernel),
+    output:
+        "results/{run}/controls/{kernel}/{control}.json",
+    params:
+        control=checked_control,
+        layouts=lambda wildcards: " ".join(
+            f"--layout {layout}" for layout in KERNELS[wildcards.kernel]["layouts"]
+        ),
+    log:
+        "results/{run}/logs/controls/{kernel}/{control}.log",
+    resources:
+        gpu=1,
+    shell:
+        "{KIT} control --kernel {wildcards.kernel} --control {params.control}"
+        " {params.layouts} --output {output} > {log} 2>&1"

@@ -1,0 +1,33 @@
+rule summary:
+    input:
+        timing_files(),
+    output:
+        report(
+            "results/{run}/summary.csv",
+            caption="../report/summary.rst",
+            category="Timings",
+        ),
+    log:
+        "results/{run}/logs/summary.log",
+    shell:
+        "{KIT} summary --output {output} {input} > {log} 2>&1"
+
+
+rule report:
+    input:
+        config="results/{run}/config.json",
+        environment="results/{run}/environment.json",
+        correctness=[correctness_files(kernel) for kernel in KERNELS],
+        controls=[control_files(kernel) for kernel in KERNELS],
+        timing=timing_files(),
+        summary="results/{run}/summary.csv",
+    output:
+        report(
+            "reports/{run}/report.md",
+            caption="../report/report.rst",
+            category="Report",
+        ),
+    log:
+        "results/{run}/logs/report.log",
+    shell:
+        "{KIT} report results/{wildcards.run} --output {output} > {log} 2>&1"
