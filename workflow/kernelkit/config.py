@@ -46,16 +46,19 @@ def _key(path: Any) -> str:
     return ".".join(str(part) for part in path) or "(top level)"
 
 
-def _subschema(schema: dict[str, Any], path: list[Any]) -> dict[str, Any]:
-    node = schema
+def _description(schema: dict[str, Any], path: list[Any]) -> str:
+    """The description of the schema node at `path`, or of its nearest described ancestor."""
+    node, found = schema, schema.get("description", "see config/README.md")
     for part in path:
         if node.get("type") == "array":
             node = node.get("items", {})
         elif part in node.get("properties", {}):
             node = node["properties"][part]
         else:
-            node = node.get("additionalProperties", {}) if isinstance(node.get("additionalProperties"), dict) else {}
-    return node
+            extra = node.get("additionalProperties")
+            node = extra if isinstance(extra, dict) else {}
+        found = node.get("description", found)
+    return found
 
 
 def _sentence(error: Any, schema: dict[str, Any]) -> str:
@@ -69,10 +72,9 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
         )
     if error.validator == "required":
         missing = next(key for key in error.validator_value if key not in error.instance)
-        description = _subschema(schema, path + [missing]).get("description", "see config/README.md")
+        description = _description(schema, path + [missing])
         return f"config key '{_key(path + [missing])}' is missing; it must be {description}"
-    description = _subschema(schema, path).get("description") or error.schema.get("description", "see config/README.md")
-    return f"config key '{_key(path)}' must be {description}, not {error.instance!r}"
+    return f"config key '{_key(path)}' must be {_description(schema, path)}, not {error.instance!r}"
 
 
 def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> None:

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "workflow"))
+os.environ["KERNELKIT_KERNELS"] = str(REPO / "kernels")
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why GPU tests cannot run here, or None when a CUDA device is usable."""
+    try:
+        import cupy
+    except ImportError as error:
+        return f"CuPy is not installed ({error})"
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device is visible"
+    except Exception as error:
+        return f"no usable CUDA driver or device ({error})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    for item in items:
+        if "gpu" in item.keywords:
+            reason = reason or gpu_unavailable_reason() or ""
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=f"GPU test skipped: {reason}"))
+
+
+def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+    return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)

@@ -1,0 +1,100 @@
+"""On a real GPU: correctness, both negative controls, a short timing, the environment.
+
+Run with `pytest -m gpu`; on a machine without a GPU every test here is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kernelkit import spec as specs
+from kernelkit.cli import main
+from kernelkit.results import read_json, write_json_atomic
+
+pytestmark = pytest.mark.gpu
+
+RMSNORM = specs.load("rmsnorm")
+
+
+def test_all_48_correctness_cases_pass():
+    from kernelkit.correctness import run_suite
+
+    cases = run_suite(RMSNORM, list(RMSNORM.layouts))
+    assert len(cases) == 48
+    failed = [case for case in cases if not case.passed]
+    assert not failed, failed[:3]
+    assert max(case.max_abs_error for case in cases) < 1e-5
+    assert all(case.sentinel_left == 0 and case.guard_overwritten == 0 for case in cases)
+
+
+@pytest.mark.parametrize("control, symptom", [("epsilon", "NaN in"), ("tail", "sentinel left")])
+def test_negative_controls_are_caught_for_the_seed_reason(control, symptom):
+    from kernelkit.correctness import run_suite
+
+    cases = run_suite(RMSNORM, list(RMSNORM.layouts), control)
+    failed = [case for case in cases if not case.passed]
+    assert failed, f"negative control {control} passed every case"
+    assert any(case.symptom.startswith(symptom) for case in failed)
+    if control == "epsilon":
+        assert {case.pattern for case in failed} >= {"zeros"}
+
+
+@pytest.mark.parametrize("control", sorted(RMSNORM.mutations))
+def test_cli_negative_control_exits_nonzero(control, capsys):
+    assert main(["correctness", "--kernel", "rmsnorm", "--negative-control", control]) != 0
+    assert "as they must" in capsys.readouterr().out
+
+
+def test_short_graph_replay_timing():
+    from kernelkit import device
+    from kernelkit.inputs import rng_for
+    from kernelkit.timing import GraphReplayMethod, graph_replay_samples
+
+    cp = device.cupy()
+    shape = (512, 128)
+    kernel = device.compile_kernel(RMSNORM)
+    buffers = device.upload(RMSNORM.make_inputs(shape, "normal", rng_for("gpu-test")))
+    out = cp.empty(shape, dtype=cp.float32)
+    launch_once, _ = device.launcher(RMSNORM, kernel, RMSNORM.layouts["t32"], shape, buffers, out)
+    samples = graph_replay_samples(launch_once, GraphReplayMethod(warmup_launches=3, launches_per_graph=8, samples=5))
+    assert len(samples) == 5
+    assert all(math.isfinite(s) and 0.5 < s < 1000 for s in samples)
+    assert kernel.attributes["num_regs"] > 0
+
+
+def test_environment_capture_reads_the_device():
+    from kernelkit.environment import capture
+
+    record = capture({"run": "gpu-test"})
+    assert record["cuda"]["sm_count"] > 0
+    assert record["cuda"]["compute_capability"].count(".") == 1
+    assert isinstance(record["gpu"]["driver_version"], str)
+    assert isinstance(record["snapshot"]["sm_clock_mhz"], (int, str))
+
+
+def test_time_command_refuses_a_kernel_whose_correctness_did_not_pass(tmp_path, capsys):
+    correctness = tmp_path / "t32.json"
+    write_json_atomic(correctness, {"passed": False, "layouts": ["t32"], "source_sha256": RMSNORM.source_sha256()})
+    output = tmp_path / "rep1.json"
+    code = main(["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32",
+                 "--correctness", str(correctness), "--output", str(output)])
+    assert code == 2 and not output.exists()
+    assert "does not record a pass" in capsys.readouterr().err
+
+
+def test_stages_chain_through_the_command_line(tmp_path):
+    correctness, output = tmp_path / "t32.json", tmp_path / "rep1.json"
+    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--output", str(correctness)]) == 0
+    controls = []
+    for control in sorted(RMSNORM.mutations):
+        controls.append(str(tmp_path / f"{control}.json"))
+        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32",
+                     "--output", controls[-1]]) == 0
+    assert main(["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--samples", "4",
+                 "--correctness", str(correctness), "--controls", *controls, "--output", str(output)]) == 0
+    record = read_json(output)
+    assert len(record["samples_us"]) == 4
+    assert record["method"]["launches_per_graph"] == 64
+    assert record["nvml_before"]["time_utc"] <= record["nvml_after"]["time_utc"]

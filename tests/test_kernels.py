@@ -1,0 +1,149 @@
+"""Kernel specs and the correctness check, on the CPU.
+
+The reference is checked against values worked out by hand; the check is exercised with
+a float32 NumPy emulation of the kernel, including the two negative-control bugs, so it is
+shown to pass the right answer and to fail the wrong ones for the reasons it reports.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kernelkit import spec as specs
+from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS, check_case
+from kernelkit.inputs import PATTERNS, pattern_array, rng_for
+
+RMSNORM = specs.load("rmsnorm")
+
+
+def test_rmsnorm_reference_matches_hand_computation():
+    # Row [3, 4]: mean square 12.5, so y = x * w / sqrt(12.5 + 1e-5).
+    # Row [0, 0]: 0 / sqrt(1e-5) = 0 exactly (the epsilon keeps it finite).
+    x = np.array([[3.0, 4.0], [0.0, 0.0]], dtype=np.float32)
+    w = np.array([2.0, 0.5], dtype=np.float32)
+    y = RMSNORM.reference({"x": x, "weight": w})
+    rms = np.sqrt(12.5 + 1e-5)
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y[0], [6.0 / rms, 2.0 / rms], rtol=1e-15)
+    assert y[0, 0] == pytest.approx(1.6970556, abs=1e-7)
+    assert y[1].tolist() == [0.0, 0.0]
+
+
+def test_correctness_suite_is_48_cases_with_the_seed_widths():
+    widths = sorted({shape[1] for shape in RMSNORM.correctness_shapes})
+    assert widths == [1, 31, 33, 127, 4096, 8193]
+    assert len(RMSNORM.correctness_shapes) * len(RMSNORM.patterns) * len(RMSNORM.layouts) == 48
+    assert RMSNORM.patterns == PATTERNS
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_input_patterns_are_fp32_deterministic_and_distinct(pattern):
+    a = pattern_array(pattern, (3, 7), rng_for("t", pattern))
+    b = pattern_array(pattern, (3, 7), rng_for("t", pattern))
+    assert a.dtype == np.float32 and a.flags.c_contiguous
+    np.testing.assert_array_equal(a, b)
+    if pattern == "zeros":
+        assert not a.any()
+    if pattern == "small":
+        assert 0 < np.abs(a).max() < 0.01
+    if pattern == "alternating":
+        assert (np.sign(a[:, :-1]) == -np.sign(a[:, 1:])).all()
+
+
+def emulate(x: np.ndarray, w: np.ndarray, eps: float | None = 1e-5) -> np.ndarray:
+    """The CUDA kernel's arithmetic in float32 on the CPU; eps=None is the epsilon mutation."""
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    mean_square = (x32 * x32).sum(axis=1, dtype=np.float32, keepdims=True) / np.float32(x.shape[1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_rms = np.float32(1) / np.sqrt(mean_square + np.float32(eps or 0))
+        y = x32 * w32 * inv_rms
+    return y
+
+
+def padded_bits(y: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
+    bits = np.full(GUARD_ELEMENTS * 2 + y.size, SENTINEL_BITS, dtype=np.uint32)
+    body = y.astype(np.float32).reshape(-1).view(np.uint32).copy()
+    if unwritten is not None:
+        body[unwritten.reshape(-1)] = SENTINEL_BITS
+    bits[GUARD_ELEMENTS : GUARD_ELEMENTS + y.size] = body
+    return bits
+
+
+def case(shape, pattern):
+    inputs = RMSNORM.make_inputs(shape, pattern, rng_for("rmsnorm", shape, pattern))
+    return inputs, RMSNORM.reference(inputs)
+
+
+@pytest.mark.parametrize("shape", RMSNORM.correctness_shapes)
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_float32_emulation_passes_every_case(shape, pattern):
+    inputs, ref = case(shape, pattern)
+    verdict = check_case(padded_bits(emulate(inputs["x"], inputs["weight"])), ref, RMSNORM.tolerance)
+    assert verdict["passed"], verdict
+    assert verdict["max_abs_error"] < 1e-5
+
+
+def test_epsilon_mutation_is_caught_as_nan_on_zeros():
+    inputs, ref = case((8, 33), "zeros")
+    verdict = check_case(padded_bits(emulate(inputs["x"], inputs["weight"], eps=None)), ref, RMSNORM.tolerance)
+    assert not verdict["passed"]
+    assert verdict["symptom"] == "NaN in 264 and Inf in 0 output elements"
+    assert verdict["nonfinite"] == 264
+
+
+def test_tail_mutation_is_caught_as_sentinel_left():
+    inputs, ref = case((8, 31), "normal")
+    y = emulate(inputs["x"], inputs["weight"])
+    unwritten = np.zeros(y.shape, dtype=bool)
+    unwritten[:, -1] = True
+    verdict = check_case(padded_bits(y, unwritten), ref, RMSNORM.tolerance)
+    assert not verdict["passed"]
+    assert verdict["symptom"] == "sentinel left in 8 output elements"
+    assert verdict["worst_flat_index"] == 30  # row 0, last column
+
+
+def test_a_zero_output_fails_even_where_values_are_tiny():
+    inputs, ref = case((8, 127), "small")
+    verdict = check_case(padded_bits(np.zeros_like(ref)), ref, RMSNORM.tolerance)
+    assert not verdict["passed"] and "error above tolerance" in verdict["symptom"]
+
+
+def test_guard_overwrite_and_small_errors_are_caught():
+    inputs, ref = case((8, 33), "normal")
+    bits = padded_bits(emulate(inputs["x"], inputs["weight"]))
+    bits[GUARD_ELEMENTS + ref.size] = np.float32(0).view(np.uint32)  # one write past the end
+    assert check_case(bits, ref, RMSNORM.tolerance)["symptom"] == "1 guard elements overwritten"
+
+    off = emulate(inputs["x"], inputs["weight"]).copy()
+    off[3, 5] += 1e-3
+    verdict = check_case(padded_bits(off), ref, RMSNORM.tolerance)
+    assert verdict["symptom"] == "error above tolerance in 1 output elements"
+    assert verdict["worst_flat_index"] == 3 * 33 + 5
+
+
+@pytest.mark.parametrize("control", sorted(RMSNORM.mutations))
+def test_each_mutation_applies_once_and_changes_the_source(control):
+    original = RMSNORM.source_text()
+    mutated = RMSNORM.source_text(control)
+    assert mutated != original
+    assert RMSNORM.source_sha256(control) != RMSNORM.source_sha256()
+
+
+NVCC = shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
+@pytest.mark.parametrize("control", [None, *sorted(RMSNORM.mutations)])
+def test_kernel_and_mutations_compile_for_sm90(tmp_path, control):
+    source = tmp_path / "kernel.cu"
+    source.write_text(RMSNORM.source_text(control))
+    done = subprocess.run(
+        [NVCC, "-arch=sm_90", "-cubin", *RMSNORM.compile_options, "-o", str(tmp_path / "kernel.cubin"), str(source)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "kernel.cubin").stat().st_size > 0

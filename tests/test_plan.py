@@ -1,0 +1,85 @@
+"""Targets: what the default config asks for, and the order the timed targets run in."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from conftest import REPO, snakemake
+
+from kernelkit import config as kit_config
+
+
+@pytest.fixture(scope="module")
+def good():
+    return kit_config.load(REPO / "config" / "config.yaml")
+
+
+def test_plan_times_every_configuration_once_per_repeat(good):
+    plan = kit_config.timing_plan(good)
+    assert len(plan) == 9 * 2 * 2
+    assert len({t.key for t in plan}) == len(plan)
+    assert [t.repeat for t in plan] == [1] * 18 + [2] * 18
+    for repeat in (1, 2):
+        assert {(t.kernel, t.shape, t.layout) for t in plan if t.repeat == repeat} == set(kit_config.configurations(good))
+
+
+def test_each_repeat_has_its_own_deterministic_order(good):
+    plan = kit_config.timing_plan(good)
+    first = [(t.shape, t.layout) for t in plan if t.repeat == 1]
+    second = [(t.shape, t.layout) for t in plan if t.repeat == 2]
+    assert first != second
+    assert kit_config.timing_plan(copy.deepcopy(good)) == plan
+    reseeded = copy.deepcopy(good)
+    reseeded["timing"]["order_seed"] += 1
+    assert [t.key for t in kit_config.timing_plan(reseeded)] != [t.key for t in plan]
+
+
+def test_adding_a_shape_keeps_the_order_of_the_others(good):
+    bigger = copy.deepcopy(good)
+    bigger["kernels"]["rmsnorm"]["shapes"].append("8x8")
+    old = [t.key for t in kit_config.timing_plan(good)]
+    new = [t.key for t in kit_config.timing_plan(bigger) if t.shape != "8x8"]
+    assert new == old
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:")[1].split("\n\n")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def test_dry_run_lists_exactly_the_expected_jobs(good):
+    done = snakemake("-n", "--cores", "1", "--config", "run=pytest-dry-run")
+    assert done.returncode == 0, done.stderr
+    assert job_counts(done.stdout) == {
+        "run_config": 1, "environment": 1, "correctness": 2, "negative_control": 2,
+        "timing": 36, "summary": 1, "report": 1, "all": 1, "total": 45,
+    }
+    # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
+    jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
+                      done.stdout)
+    by_priority = [(k, s, l, int(n)) for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
+    assert by_priority == [t.key for t in kit_config.timing_plan(good)]
+
+
+def test_naming_one_timing_target_builds_only_what_it_needs():
+    done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
+                     "-n", "--cores", "1", "--config", "run=pytest-dry-run")
+    assert done.returncode == 0, done.stderr
+    assert job_counts(done.stdout) == {"correctness": 2, "negative_control": 2, "timing": 1, "total": 5}
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("results/pytest-dry-run/timing/rmsnorm/999x128/t32/rep1.json", "shape '999x128' is not configured"),
+        ("results/pytest-dry-run/timing/rmsnorm/512x128/t64/rep1.json", "layout 't64' is not configured"),
+        ("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep3.json", "beyond config key 'timing.repeats'"),
+        ("results/pytest-dry-run/controls/rmsnorm/sign.json", "allowed: epsilon, tail"),
+    ],
+)
+def test_naming_a_target_outside_the_config_says_what_is_allowed(target, message):
+    done = snakemake(target, "-n", "--cores", "1", "--config", "run=pytest-dry-run")
+    assert done.returncode != 0
+    assert message in done.stdout + done.stderr
