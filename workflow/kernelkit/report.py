@@ -141,30 +141,41 @@ def section_correctness(run: Run) -> str:
     return text + markdown_table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), rows)
 
 
+def symptom_kind(symptom: str) -> str:
+    """'NaN in 8 and Inf in 0 output elements' -> 'NaN': the class of failure, without counts."""
+    for kind in ("guard", "sentinel", "NaN", "error above tolerance"):
+        if kind in symptom:
+            return {"guard": "guard overwritten", "sentinel": "sentinel left"}.get(kind, kind)
+    return symptom
+
+
 def section_controls(run: Run) -> str:
     rows = []
     for control in run.controls:
         caught = [case for case in control["cases"] if not case["passed"]]
+        by_kind: dict[str, set[str]] = {}
+        for case in caught:
+            by_kind.setdefault(symptom_kind(case["symptom"]), set()).add(case["pattern"])
+        how = "; ".join(
+            f"{kind} ({sum(symptom_kind(c['symptom']) == kind for c in caught)} cases; patterns {', '.join(sorted(p))})"
+            for kind, p in sorted(by_kind.items())
+        )
         first = control["caught_by"]
         rows.append((control["kernel"], control["control"], control["mutation"]["why"],
-                     f"{len(caught)}/{len(control['cases'])}",
+                     f"{len(caught)}/{len(control['cases'])}", how,
                      f"{first['layout']} {first['shape']} {first['pattern']}: {first['symptom']}"))
     return (
         "## Negative controls\n\nMutated builds of the same source; each must fail the correctness suite before "
         "anything is timed.\n\n"
-        + markdown_table(("Kernel", "Control", "Mutation", "Cases failed", "First caught by"), rows)
+        + markdown_table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows)
     )
-
-
-def _medians(table: pd.DataFrame, kernel: str) -> pd.DataFrame:
-    return table[table["kernel"] == kernel]
 
 
 def section_timings(run: Run) -> str:
     table = run.table
     parts = ["## Timings\n\nMedian per-launch time in microseconds, with the minimum and maximum sample, per repeat."]
     for kernel in sorted(table["kernel"].unique()):
-        rows_k = _medians(table, kernel)
+        rows_k = table[table["kernel"] == kernel]
         repeats = sorted(rows_k["repeat"].unique())
         layouts = sorted(rows_k["layout"].unique(), key=natural_key)
         shapes = sorted(rows_k["shape"].unique(), key=natural_key)
