@@ -5,10 +5,9 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
-# Jobs run this checkout's kit, installed or not.
-KIT_DIR = os.path.join(workflow.basedir, "workflow")
-sys.path.insert(0, KIT_DIR)
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [KIT_DIR, os.environ.get("PYTHONPATH")]))
+# The workflow reads its config with this checkout's kit; jobs run `python -m kernelkit`
+# from the environment the README's install command set up (`pip install -e .`).
+sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
 from kernelkit import KitError
 from kernelkit import config as kit_config
@@ -19,7 +18,6 @@ try:
 except KitError as error:
     raise WorkflowError(str(error)) from None
 
-KIT = f"{sys.executable} -m kernelkit"
 RUN = config["run"]
 TIMING = config["timing"]
 KERNELS = config["kernels"]
@@ -28,7 +26,9 @@ PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
 def alternatives(names):
-    return "|".join(re.escape(name) for name in sorted(set(names), key=len, reverse=True))
+    return "|".join(
+        re.escape(name) for name in sorted(set(names), key=len, reverse=True)
+    )
 
 
 wildcard_constraints:
@@ -99,7 +99,9 @@ def timed_target(wildcards):
     checked_layout(wildcards)
     repeat = int(wildcards.n)
     if repeat > TIMING["repeats"]:
-        raise WorkflowError(f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})")
+        raise WorkflowError(
+            f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})"
+        )
     return PLAN[(wildcards.kernel, wildcards.shape, wildcards.layout, repeat)]
 
 
@@ -123,4 +125,8 @@ def all_targets():
     targets = [f"results/{RUN}/environment.json"]
     for kernel in KERNELS:
         targets += correctness_files(kernel) + control_files(kernel)
-    return targets + timing_files() + [f"results/{RUN}/summary.csv", f"reports/{RUN}/report.md"]
+    return (
+        targets
+        + timing_files()
+        + [f"results/{RUN}/summary.csv", f"reports/{RUN}/report.md"]
+    )

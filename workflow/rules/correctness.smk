@@ -3,14 +3,16 @@ rule correctness:
         kernel_sources,
     output:
         "results/{run}/correctness/{kernel}/{layout}.json",
-    params:
-        layout=checked_layout,
     log:
         "results/{run}/logs/correctness/{kernel}/{layout}.log",
+    conda:
+        "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+    params:
+        layout=checked_layout,
     shell:
-        "{KIT} correctness --kernel {wildcards.kernel} --layout {params.layout}"
+        "python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
         " --output {output} > {log} 2>&1"
 
 
@@ -20,15 +22,17 @@ rule negative_control:
         correctness=lambda wildcards: correctness_files(wildcards.kernel),
     output:
         "results/{run}/controls/{kernel}/{control}.json",
+    log:
+        "results/{run}/logs/controls/{kernel}/{control}.log",
+    conda:
+        "../../envs/kernelkit.yaml"
+    resources:
+        gpu=1,
     params:
         control=checked_control,
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in KERNELS[wildcards.kernel]["layouts"]
         ),
-    log:
-        "results/{run}/logs/controls/{kernel}/{control}.log",
-    resources:
-        gpu=1,
     shell:
-        "{KIT} control --kernel {wildcards.kernel} --control {params.control}"
+        "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
         " {params.layouts} --output {output} > {log} 2>&1"

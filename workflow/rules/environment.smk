@@ -1,12 +1,14 @@
 rule run_config:
     output:
         "results/{run}/config.json",
-    params:
-        config_json=lambda wildcards: json.dumps(config, sort_keys=True),
     log:
         "results/{run}/logs/config.log",
+    conda:
+        "../../envs/kernelkit.yaml"
+    params:
+        config_json=lambda wildcards: json.dumps(config, sort_keys=True),
     shell:
-        "{KIT} write-config --json {params.config_json:q} --output {output} > {log} 2>&1"
+        "python -m kernelkit write-config --json {params.config_json:q} --output {output} > {log} 2>&1"
 
 
 rule environment:
@@ -21,7 +23,9 @@ rule environment:
     log:
         "results/{run}/logs/environment.log",
     priority: ENVIRONMENT_PRIORITY
+    conda:
+        "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
     shell:
-        "{KIT} environment --config {input} --output {output} > {log} 2>&1"
+        "python -m kernelkit environment --config {input} --output {output} > {log} 2>&1"

@@ -9,8 +9,10 @@ rule summary:
         ),
     log:
         "results/{run}/logs/summary.log",
+    conda:
+        "../../envs/kernelkit.yaml"
     shell:
-        "{KIT} summary --output {output} {input} > {log} 2>&1"
+        "python -m kernelkit summary --output {output} {input} > {log} 2>&1"
 
 
 rule report:
@@ -29,5 +31,7 @@ rule report:
         ),
     log:
         "results/{run}/logs/report.log",
+    conda:
+        "../../envs/kernelkit.yaml"
     shell:
-        "{KIT} report results/{wildcards.run} --output {output} > {log} 2>&1"
+        "python -m kernelkit report results/{wildcards.run} --output {output} > {log} 2>&1"

@@ -1,0 +1,102 @@
+"""Summary and report rebuilt from the committed H200 run, checked against its raw samples."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from kernelkit import report
+from kernelkit.cli import main
+from kernelkit.environment import Nvml
+
+RUN = REPO / "results" / "h200-a"
+
+
+@pytest.fixture(scope="module")
+def timing_files():
+    files = sorted(RUN.glob("timing/*/*/*/rep*.json"))
+    assert len(files) == 36
+    return files
+
+
+@pytest.fixture(scope="module")
+def markdown():
+    return report.render_markdown(RUN)
+
+
+def test_summary_rows_are_the_medians_of_the_raw_samples(tmp_path, timing_files):
+    output = tmp_path / "summary.csv"
+    assert main(["summary", "--output", str(output), *map(str, timing_files)]) == 0
+    table = pd.read_csv(output)
+    assert len(table) == 36 and table["n"].eq(15).all()
+    for path in timing_files:
+        record = json.loads(path.read_text())
+        row = table[(table["shape"] == record["shape"]) & (table["layout"] == record["layout"])
+                    & (table["repeat"] == record["repeat"])].iloc[0]
+        assert row["median_us"] == pytest.approx(statistics.median(record["samples_us"]), abs=1e-6)
+        assert row["min_us"] == pytest.approx(min(record["samples_us"]), abs=1e-6)
+    # Each repeat ran its 18 targets in its own order, positions 0..17.
+    for _, group in table.groupby("repeat"):
+        assert sorted(group["order_position"]) == list(range(18))
+
+
+def test_committed_summary_matches_a_rebuild(tmp_path, timing_files):
+    output = tmp_path / "summary.csv"
+    main(["summary", "--output", str(output), *map(str, timing_files)])
+    assert output.read_text() == (RUN / "summary.csv").read_text()
+
+
+def test_report_tables_trace_to_samples(markdown, timing_files):
+    for path in timing_files[:6]:
+        record = json.loads(path.read_text())
+        assert f"{statistics.median(record['samples_us']):.3f} [" in markdown
+    assert "48 cases in all" in markdown
+    assert "| rmsnorm | t32 | 24/24 |" in markdown and "| rmsnorm | t256 | 24/24 |" in markdown
+
+
+def test_report_shows_controls_and_what_caught_them(markdown):
+    epsilon = next(line for line in markdown.splitlines() if line.startswith("| rmsnorm | epsilon |"))
+    assert "NaN (12 cases; patterns zeros)" in epsilon
+    tail = next(line for line in markdown.splitlines() if line.startswith("| rmsnorm | tail |"))
+    assert "48/48" in tail and "sentinel left" in tail
+
+
+def test_hypothesis_is_checked_against_each_repeat(markdown):
+    table = report.Run(RUN).table
+    hypothesis = {"kernel": "rmsnorm", "statement": "s", "faster": "t256", "slower": "t32"}
+    verdicts = report.hypothesis_verdicts(table, hypothesis)
+    assert [v["repeat"] for v in verdicts] == [1, 2]
+    for verdict in verdicts:
+        medians = table[table["repeat"] == verdict["repeat"]].pivot(index="shape", columns="layout", values="median_us")
+        losing = sorted(medians.index[~(medians["t256"] < medians["t32"])])
+        assert verdict["holds"] == (not losing)
+        assert sorted(c.split(" ")[0] for c in verdict["counter_examples"]) == losing
+        row = f"| \"256 threads are faster on every shape\" | rep{verdict['repeat']} | {'holds' if verdict['holds'] else 'fails'} |"
+        assert row in markdown
+
+
+def test_faster_layout_table_covers_every_shape(markdown):
+    section = markdown.split("Faster layout per shape")[1].split("## Hypotheses")[0]
+    assert len([line for line in section.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]) == 9
+
+
+def test_report_says_when_nvml_was_missing(tmp_path, monkeypatch):
+    # The environment as recorded, with its NVML part replaced by what the kit records
+    # when nvidia-ml-py cannot be imported: every NVML field "unavailable: ...".
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    environment = json.loads((copy / "environment.json").read_text())
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    nvml = Nvml()
+    assert nvml.error.startswith("unavailable: NVML could not be used (ModuleNotFoundError")
+    environment.update(nvml_available=False, nvml_error=nvml.error, gpu=nvml.static_fields(), snapshot=nvml.snapshot())
+    (copy / "environment.json").write_text(json.dumps(environment))
+    text = report.render_markdown(copy)
+    assert "**NVML was not usable**" in text
+    assert "SM clock: now / max / application | unavailable: NVML could not be used" in text
