@@ -13,6 +13,7 @@ include: "workflow/rules/environment.smk"
 include: "workflow/rules/correctness.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/diff.smk"
 
 
 rule all:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,3 +40,9 @@ def pytest_collection_modifyitems(config, items):
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a Snakemake dry run, as {rule: count}."""
+    table = output.split("Job stats:")[1].split("\n\n")[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}

@@ -6,7 +6,7 @@ import copy
 import re
 
 import pytest
-from conftest import REPO, snakemake
+from conftest import REPO, job_counts, snakemake
 
 from kernelkit import config as kit_config
 
@@ -44,17 +44,12 @@ def test_adding_a_shape_keeps_the_order_of_the_others(good):
     assert new == old
 
 
-def job_counts(output: str) -> dict[str, int]:
-    table = output.split("Job stats:")[1].split("\n\n")[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
-
-
 def test_dry_run_lists_exactly_the_expected_jobs(good):
     done = snakemake("-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
     assert job_counts(done.stdout) == {
         "run_config": 1, "environment": 1, "correctness": 2, "negative_control": 2,
-        "timing": 36, "summary": 1, "report": 1, "all": 1, "total": 45,
+        "timing": 36, "summary": 1, "figure": 1, "report": 1, "all": 1, "total": 46,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import statistics
 import sys
@@ -77,7 +78,8 @@ def test_hypothesis_is_checked_against_each_repeat(markdown):
         losing = sorted(medians.index[~(medians["t256"] < medians["t32"])])
         assert verdict["holds"] == (not losing)
         assert sorted(c.split(" ")[0] for c in verdict["counter_examples"]) == losing
-        row = f"| \"256 threads are faster on every shape\" | rep{verdict['repeat']} | {'holds' if verdict['holds'] else 'fails'} |"
+        row = (f"| \"256 threads are faster on every shape\" (rmsnorm: t256 faster than t32) | rep{verdict['repeat']} | "
+               f"{'holds' if verdict['holds'] else 'fails'} |")
         assert row in markdown
 
 
@@ -98,5 +100,57 @@ def test_report_says_when_nvml_was_missing(tmp_path, monkeypatch):
     environment.update(nvml_available=False, nvml_error=nvml.error, gpu=nvml.static_fields(), snapshot=nvml.snapshot())
     (copy / "environment.json").write_text(json.dumps(environment))
     text = report.render_markdown(copy)
-    assert "**NVML was not usable**" in text
-    assert "SM clock: now / max / application | unavailable: NVML could not be used" in text
+    assert "NVML was not usable (unavailable: NVML could not be used (ModuleNotFoundError" in text
+    assert "SM clock at capture: now / max / application | unavailable: NVML could not be used" in text
+
+
+def test_html_is_self_contained_escaped_and_small(tmp_path):
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config["hypotheses"][0]["statement"] = "<script>alert('x')</script> & more"
+    (copy / "config.json").write_text(json.dumps(config))
+    figures = tmp_path / "figures"
+    timing = sorted(str(p) for p in copy.glob("timing/*/*/*/rep*.json"))
+    assert main(["figure", "--kernel", "rmsnorm", "--output", str(figures / "rmsnorm.svg"), *timing]) == 0
+    md, html = tmp_path / "report.md", tmp_path / "report.html"
+    assert main(["report", str(copy), "--figures", str(figures), "--markdown", str(md), "--html", str(html)]) == 0
+    page = html.read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
+    assert page.count("<svg") == 1 and "<img" not in page and "<link" not in page
+    assert not re.search(r"""(src|href)=["']https?:""", page)
+    assert html.stat().st_size < 5 * 2**20
+    # The Markdown carries the same sections and links the figure instead of inlining it.
+    sections = re.findall(r"^## (.+)$", md.read_text(), re.MULTILINE)
+    assert sections == re.findall(r"<h2>(.+?)</h2>", page)
+    assert "![rmsnorm: every sample per shape, layout and repeat](figures/rmsnorm.svg)" in md.read_text()
+
+
+def test_method_is_written_from_config_and_files(markdown):
+    method = markdown.split("## Method")[1].split("##")[0]
+    for fragment in ("20 warm-up launches", "64 launches", "time 15 replays", "in 2 separate processes",
+                     "seed 2026", "Inside the timed interval: the graph replay only"):
+        assert fragment in method
+
+
+def test_caveats_are_derived_from_the_files(tmp_path, markdown):
+    run = report.Run(RUN)
+    found = report.caveats(run)
+    assert found[0] == "Clocks were not locked"
+    expected = []
+    for (_, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"]):
+        if group["median_us"].max() - group["median_us"].min() > (group["max_us"] - group["min_us"]).max():
+            expected.append(f"rmsnorm {shape} {layout}")
+    assert sorted(c.split(" differ")[0].removeprefix("Repeats of ") for c in found if c.startswith("Repeats")) == sorted(expected)
+
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    target = copy / "timing/rmsnorm/512x128/t32/rep1.json"
+    record = json.loads(target.read_text())
+    record["samples_us"] = record["samples_us"][:9]
+    record["nvml_after"].update(sm_clock_mhz=1500, clock_event_reasons=["sw_power_cap"])
+    target.write_text(json.dumps(record))
+    found = report.caveats(report.Run(copy))
+    assert "Fewer samples than the config asked (15): rmsnorm 512x128 t32 rep1 (9)" in found
+    assert any(c.startswith("SM clock differed before and after 1 timed targets: rmsnorm 512x128 t32 rep1") for c in found)
+    assert "Clock-event reason sw_power_cap seen in 1 snapshots: rmsnorm 512x128 t32 rep1 (after)" in found

@@ -197,11 +197,39 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from kernelkit import report
+def cmd_figure(args: argparse.Namespace) -> int:
+    from kernelkit import figures
 
-    write_text_atomic(args.output, report.render_markdown(Path(args.run_dir)))
+    write_text_atomic(args.output, figures.timing_figure([read_json(path) for path in args.timing], args.kernel))
     return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from kernelkit import document, report
+
+    title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None)
+    write_text_atomic(args.markdown, document.render_markdown(title, sections))
+    if args.html:
+        write_text_atomic(args.html, document.render_html(title, sections))
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from kernelkit import diff, document
+
+    result = diff.compare(diff.load_run(args.run_a), diff.load_run(args.run_b), args.threshold, args.confidence)
+    title, sections = diff.build(result)
+    markdown = document.render_markdown(title, sections)
+    if args.markdown:
+        write_text_atomic(args.markdown, markdown)
+    else:
+        print(markdown, end="")
+    if args.html:
+        write_text_atomic(args.html, document.render_html(title, sections))
+    slower = result.count("SLOWER")
+    print(f"{len(result.comparisons)} configurations: " + ", ".join(
+        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
+    return 1 if slower and args.fail_on_slower else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -250,10 +278,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("timing", nargs="+")
     p.set_defaults(func=cmd_summary)
 
-    p = sub.add_parser("report", help="the Markdown report of one run directory")
-    p.add_argument("run_dir")
+    p = sub.add_parser("figure", help="the timing figure (SVG) of one kernel")
+    p.add_argument("--kernel", required=True)
     p.add_argument("--output", required=True)
+    p.add_argument("timing", nargs="+")
+    p.set_defaults(func=cmd_figure)
+
+    p = sub.add_parser("report", help="the report of one run directory, as Markdown and optionally HTML")
+    p.add_argument("run_dir")
+    p.add_argument("--markdown", required=True)
+    p.add_argument("--html")
+    p.add_argument("--figures", help="folder holding <kernel>.svg figures to include")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("diff", help="compare two run directories; exit 2 on unusable input")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--threshold", type=float, default=0.02, help="SAME when B/A lies within 1 +- this (default 0.02)")
+    p.add_argument("--confidence", type=float, default=0.95, help="family-wise confidence of the intervals")
+    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
+    p.add_argument("--markdown", help="write the Markdown here instead of standard output")
+    p.add_argument("--html", help="also write a self-contained HTML page")
+    p.set_defaults(func=cmd_diff)
     return parser
 
 

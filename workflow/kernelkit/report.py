@@ -1,43 +1,38 @@
-"""The Markdown report of one run, built from `results/<run>/` alone.
+"""The report of one run, built from `results/<run>/` alone, as Markdown and as HTML.
 
-Every number printed here is read from a result file of the run (the summary table is
-recomputed from the raw samples, not read back from summary.csv), so a reader can trace
-each one to its samples.
+Every number printed is read from a result file of the run: timing tables are recomputed
+from the raw samples, not read back from summary.csv, so each traces to its samples.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 import pandas as pd
 
+from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
 from kernelkit.results import read_json
 from kernelkit.summary import natural_key, summarize_records
-
-
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    def cell(value: Any) -> str:
-        return str(value).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 class Run:
     """The result files of one run directory, loaded once."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.dir = run_dir
-        self.name = run_dir.name
-        self.config = read_json(run_dir / "config.json")
-        self.environment = read_json(run_dir / "environment.json")
-        self.correctness = [read_json(p) for p in sorted(run_dir.glob("correctness/*/*.json"))]
-        self.controls = [read_json(p) for p in sorted(run_dir.glob("controls/*/*.json"))]
-        self.timings = [read_json(p) for p in sorted(run_dir.glob("timing/*/*/*/rep*.json"))]
+        self.dir = Path(run_dir)
+        self.name = self.dir.name
+        self.config = read_json(self.dir / "config.json")
+        self.environment = read_json(self.dir / "environment.json")
+        self.correctness = [read_json(p) for p in sorted(self.dir.glob("correctness/*/*.json"))]
+        self.controls = [read_json(p) for p in sorted(self.dir.glob("controls/*/*.json"))]
+        self.timings = [read_json(p) for p in sorted(self.dir.glob("timing/*/*/*/rep*.json"))]
         self.table = summarize_records(self.timings)
+
+    @property
+    def kernels(self) -> list[str]:
+        return sorted({record["kernel"] for record in self.timings})
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -62,7 +57,42 @@ def _unavailable_fields(record: Any, prefix: str = "") -> list[tuple[str, str]]:
     return found
 
 
-def section_environment(run: Run) -> str:
+def _snapshots(run: Run) -> Iterable[tuple[dict[str, Any], str, dict[str, Any]]]:
+    for record in run.timings:
+        yield record, "before", record["nvml_before"]
+        yield record, "after", record["nvml_after"]
+
+
+def _target(record: dict[str, Any]) -> str:
+    return f"{record['kernel']} {record['shape']} {record['layout']} rep{record['repeat']}"
+
+
+def section_method(run: Run) -> doc.Section:
+    timing = run.config["timing"]
+    methods = {tuple(sorted(r["method"].items())) for r in run.timings}
+    method = dict(next(iter(methods))) if len(methods) == 1 else None
+    patterns = sorted({r["input_pattern"] for r in run.timings})
+    text = (
+        f"Each timed target ran in its own process: compile the kernel with NVRTC, allocate and upload its inputs "
+        f"(pattern: {', '.join(patterns)}), then {timing['warmup_launches']} warm-up launches, capture "
+        f"{timing['launches_per_graph']} launches of the kernel on the same buffers into one CUDA graph, replay the "
+        f"graph {method['untimed_replays'] if method else 1} time(s) untimed, and time {timing['samples']} replays, "
+        f"each between two CUDA events recorded on the same stream. A sample is one replay's event time divided by "
+        f"{timing['launches_per_graph']}: an average per launch inside a replay, not a single-launch latency. "
+        "Inside the timed interval: the graph replay only. Outside it: compilation, allocation, host-to-device copies, "
+        "warm-up launches, graph capture and upload, the NVML snapshots. Buffers are reused across launches, so the "
+        "caches are warm. "
+        f"Every configuration was timed in {timing['repeats']} separate processes (repeats); within a repeat the targets "
+        f"ran in a seeded shuffled order (seed {timing['order_seed']}; each repeat has its own order, recorded as the "
+        "order key in every timing file). The kit does not change clocks or power settings."
+    )
+    blocks: list[doc.Block] = [doc.Paragraph(text)]
+    if method is None:
+        blocks.append(doc.Paragraph(f"Warning: the timing files record {len(methods)} different method settings."))
+    return doc.Section("Method", blocks)
+
+
+def section_environment(run: Run) -> doc.Section:
     env = run.environment
     gpu, cuda, host, snap = env["gpu"], env["cuda"], env["host"], env["snapshot"]
     rows = [
@@ -72,13 +102,14 @@ def section_environment(run: Run) -> str:
         ("Driver / CUDA driver API", f"{_fmt(gpu['driver_version'])} / {_fmt(cuda['cuda_driver_version'])}"),
         ("CUDA runtime / NVRTC", f"{_fmt(cuda['cuda_runtime_version'])} / {_fmt(cuda['nvrtc_version'])}"),
         ("CuPy / NumPy / Python", f"{cuda['cupy_version']} / {host['numpy_version']} / {host['python_version']}"),
-        ("SM clock: now / max / application", f"{_fmt(snap['sm_clock_mhz'])} / {_fmt(gpu['sm_clock_max_mhz'])} / "
-         f"{_fmt(gpu['sm_clock_application_mhz'])} MHz"),
-        ("Memory clock: now / max / application", f"{_fmt(snap['memory_clock_mhz'])} / {_fmt(gpu['memory_clock_max_mhz'])} / "
+        ("SM clock at capture: now / max / application",
+         f"{_fmt(snap['sm_clock_mhz'])} / {_fmt(gpu['sm_clock_max_mhz'])} / {_fmt(gpu['sm_clock_application_mhz'])} MHz"),
+        ("Memory clock at capture: now / max / application",
+         f"{_fmt(snap['memory_clock_mhz'])} / {_fmt(gpu['memory_clock_max_mhz'])} / "
          f"{_fmt(gpu['memory_clock_application_mhz'])} MHz"),
         ("Clocks locked", _fmt(env["clocks_locked"])),
-        ("Power draw / limit", f"{_fmt(snap['power_draw_w'])} / {_fmt(gpu['power_limit_w'])} W"),
-        ("Temperature / performance state", f"{_fmt(snap['temperature_c'])} C / {_fmt(snap['performance_state'])}"),
+        ("Power draw / limit at capture", f"{_fmt(snap['power_draw_w'])} / {_fmt(gpu['power_limit_w'])} W"),
+        ("Temperature / performance state at capture", f"{_fmt(snap['temperature_c'])} C / {_fmt(snap['performance_state'])}"),
         ("Clock-event reasons at capture", _fmt(snap["clock_event_reasons"])),
         ("Persistence / ECC / MIG", f"{_fmt(gpu['persistence_mode'])} / {_fmt(gpu['ecc_mode_current'])} / "
          f"{_fmt(gpu['mig_mode_current'])}"),
@@ -87,128 +118,124 @@ def section_environment(run: Run) -> str:
         ("Config sha256", env["config_sha256"]),
         ("Captured (UTC)", env["captured_utc"]),
     ]
-    text = "## Environment\n\n" + markdown_table(("Field", "Value"), rows)
+    blocks: list[doc.Block] = [doc.Table(("Field", "Value"), rows)]
+
+    clock_rows = []
+    for key, label in (("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "Memory clock (MHz)"),
+                       ("temperature_c", "Temperature (C)"), ("power_draw_w", "Power draw (W)")):
+        seen = [s[key] for _, _, s in _snapshots(run) if isinstance(s.get(key), (int, float))]
+        clock_rows.append((label, f"{min(seen):g}" if seen else "not recorded", f"{max(seen):g}" if seen else "not recorded"))
+    reasons = sorted({r for _, _, s in _snapshots(run) if isinstance(s.get("clock_event_reasons"), list)
+                      for r in s["clock_event_reasons"]})
+    blocks += [
+        doc.Paragraph(f"NVML snapshots right before and after each of the {len(run.timings)} timed targets "
+                      "(they do not show what happened between them):"),
+        doc.Table(("Quantity", "Min seen", "Max seen"), clock_rows),
+        doc.Paragraph(f"Clock-event reasons seen in those snapshots: {', '.join(reasons) or 'none'}."),
+    ]
     if not env["nvml_available"]:
-        text += f"\n\n**NVML was not usable** ({env['nvml_error']}): clocks, power, temperature and clock-event reasons are not recorded for this run."
+        blocks.append(doc.Paragraph(f"NVML was not usable ({env['nvml_error']}): clocks, power, temperature and "
+                                    "clock-event reasons are not recorded for this run."))
     missing = _unavailable_fields({k: env[k] for k in ("gpu", "cuda", "host", "snapshot")})
     if missing and env["nvml_available"]:
-        text += "\n\nFields that could not be read: " + "; ".join(f"`{key}` ({why})" for key, why in missing) + "."
-    return text
+        blocks.append(doc.Paragraph("Fields that could not be read: "
+                                    + "; ".join(f"{key} ({why})" for key, why in missing) + "."))
+    return doc.Section("Environment", blocks)
 
 
-def section_method(run: Run) -> str:
-    timing = run.config["timing"]
-    text = (
-        "## Method\n\n"
-        f"Each timed target: {timing['warmup_launches']} warm-up launches, then one CUDA graph of "
-        f"{timing['launches_per_graph']} launches of the same kernel on the same buffers, replayed once untimed and then "
-        f"{timing['samples']} times between two CUDA events; a sample is one replay's event time divided by "
-        f"{timing['launches_per_graph']}. Compilation, allocation, host-to-device copies, warm-up and graph construction "
-        "happen before the first event. Buffers are reused, so this is a warm-cache measurement. "
-        f"Every configuration is timed in {timing['repeats']} separate processes (repeats); within each repeat the "
-        f"targets run in a seeded shuffled order (seed {timing['order_seed']}). The NVML snapshot is taken right "
-        "before and after each target. Clocks are not changed by the kit."
-    )
-    return text
-
-
-def section_correctness(run: Run) -> str:
-    rows, total, worst = [], 0, None
+def section_correctness(run: Run) -> doc.Section:
+    rows, cases = [], [case for record in run.correctness for case in record["cases"]]
     for record in run.correctness:
-        cases = record["cases"]
-        total += len(cases)
-        for case in cases:
-            if worst is None or case["max_abs_error"] > worst["max_abs_error"]:
-                worst = case
         per_layout: dict[str, list[dict[str, Any]]] = {}
-        for case in cases:
+        for case in record["cases"]:
             per_layout.setdefault(case["layout"], []).append(case)
         for layout, layout_cases in per_layout.items():
-            passed = sum(case["passed"] for case in layout_cases)
             largest = max(layout_cases, key=lambda c: c["max_abs_error"])
-            rows.append((record["kernel"], layout, f"{passed}/{len(layout_cases)}", f"{largest['max_abs_error']:.4e}",
+            rows.append((record["kernel"], layout, f"{sum(c['passed'] for c in layout_cases)}/{len(layout_cases)}",
+                         f"{largest['max_abs_error']:.4e}",
                          f"{largest['shape']} {largest['pattern']} at {largest['worst_index']}"))
-    text = "## Correctness\n\n"
-    if run.correctness:
+    blocks: list[doc.Block] = []
+    if cases:
         tol = run.correctness[0]["tolerance"]
-        text += (
-            f"Float64 NumPy reference from the exact FP32 inputs on the device; a case passes when every output element "
-            f"is finite and |err| <= {tol['abs']:g} + {tol['rel']:g} * |ref|, every element was overwritten (sentinel "
-            f"gone), and the guard regions before and after the output are unchanged. {total} cases in all; largest "
-            f"absolute error {worst['max_abs_error']:.4e} ({worst['kernel']} {worst['layout']} {worst['shape']} "
-            f"{worst['pattern']}).\n\n"
-        )
-    return text + markdown_table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), rows)
+        worst = max(cases, key=lambda c: c["max_abs_error"])
+        blocks.append(doc.Paragraph(
+            "Float64 NumPy reference from the exact FP32 inputs on the device; a case passes when every output element "
+            f"is finite and |err| <= {tol['abs']:g} + {tol['rel']:g} * |ref|, every element was overwritten (no sentinel "
+            f"left) and the guard regions before and after the output are unchanged. {len(cases)} cases in all, "
+            f"{sum(c['passed'] for c in cases)} passed; largest absolute error {worst['max_abs_error']:.4e} "
+            f"({worst['kernel']} {worst['layout']} {worst['shape']} {worst['pattern']})."))
+    blocks.append(doc.Table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), rows))
+    return doc.Section("Correctness", blocks)
 
 
 def symptom_kind(symptom: str) -> str:
     """'NaN in 8 and Inf in 0 output elements' -> 'NaN': the class of failure, without counts."""
-    for kind in ("guard", "sentinel", "NaN", "error above tolerance"):
+    for kind, name in (("guard", "guard overwritten"), ("sentinel", "sentinel left"), ("NaN", "NaN"),
+                       ("error above tolerance", "error above tolerance")):
         if kind in symptom:
-            return {"guard": "guard overwritten", "sentinel": "sentinel left"}.get(kind, kind)
+            return name
     return symptom
 
 
-def section_controls(run: Run) -> str:
+def section_controls(run: Run) -> doc.Section:
     rows = []
     for control in run.controls:
         caught = [case for case in control["cases"] if not case["passed"]]
-        by_kind: dict[str, set[str]] = {}
+        by_kind: dict[str, list[dict[str, Any]]] = {}
         for case in caught:
-            by_kind.setdefault(symptom_kind(case["symptom"]), set()).add(case["pattern"])
-        how = "; ".join(
-            f"{kind} ({sum(symptom_kind(c['symptom']) == kind for c in caught)} cases; patterns {', '.join(sorted(p))})"
-            for kind, p in sorted(by_kind.items())
-        )
+            by_kind.setdefault(symptom_kind(case["symptom"]), []).append(case)
+        how = "; ".join(f"{kind} ({len(cs)} cases; patterns {', '.join(sorted({c['pattern'] for c in cs}))})"
+                        for kind, cs in sorted(by_kind.items()))
         first = control["caught_by"]
         rows.append((control["kernel"], control["control"], control["mutation"]["why"],
                      f"{len(caught)}/{len(control['cases'])}", how,
                      f"{first['layout']} {first['shape']} {first['pattern']}: {first['symptom']}"))
-    return (
-        "## Negative controls\n\nMutated builds of the same source; each must fail the correctness suite before "
-        "anything is timed.\n\n"
-        + markdown_table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows)
-    )
+    return doc.Section("Negative controls", [
+        doc.Paragraph("Mutated builds of the same source; each must fail the correctness suite before anything is timed."),
+        doc.Table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows),
+    ])
 
 
-def section_timings(run: Run) -> str:
+def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
+    """Per shape: the fastest layout in each repeat, its margin over the runner-up, and agreement."""
+    rows_k = table[table["kernel"] == kernel]
+    result = []
+    for shape in sorted(rows_k["shape"].unique(), key=natural_key):
+        winners = []
+        for repeat in sorted(rows_k["repeat"].unique()):
+            hit = rows_k[(rows_k["shape"] == shape) & (rows_k["repeat"] == repeat)].sort_values("median_us")
+            if len(hit) >= 2:
+                winners.append((int(repeat), hit.iloc[0]["layout"], hit.iloc[1]["median_us"] / hit.iloc[0]["median_us"]))
+        if winners:
+            result.append({"shape": shape, "winners": winners, "agree": len({w[1] for w in winners}) == 1})
+    return result
+
+
+def section_timings(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
+    blocks: list[doc.Block] = [doc.Paragraph(
+        "Median per-launch time in microseconds with the minimum and maximum sample, per repeat.")]
     table = run.table
-    parts = ["## Timings\n\nMedian per-launch time in microseconds, with the minimum and maximum sample, per repeat."]
-    for kernel in sorted(table["kernel"].unique()):
+    for kernel in run.kernels:
         rows_k = table[table["kernel"] == kernel]
         repeats = sorted(rows_k["repeat"].unique())
-        layouts = sorted(rows_k["layout"].unique(), key=natural_key)
-        shapes = sorted(rows_k["shape"].unique(), key=natural_key)
-        header = ["Shape", "Layout"] + [f"rep{r} median [min, max]" for r in repeats]
         rows = []
-        for shape in shapes:
-            for layout in layouts:
-                cells = []
-                for r in repeats:
-                    hit = rows_k[(rows_k["shape"] == shape) & (rows_k["layout"] == layout) & (rows_k["repeat"] == r)]
-                    cells.append("missing" if hit.empty else
-                                 f"{hit.iloc[0]['median_us']:.3f} [{hit.iloc[0]['min_us']:.3f}, {hit.iloc[0]['max_us']:.3f}]")
-                rows.append([shape, layout] + cells)
-        parts.append(f"### {kernel}\n\n" + markdown_table(header, rows))
-
-        fastest_rows = []
-        for shape in shapes:
-            winners = []
-            for r in repeats:
-                hit = rows_k[(rows_k["shape"] == shape) & (rows_k["repeat"] == r)].sort_values("median_us")
-                if len(hit) >= 2:
-                    best, second = hit.iloc[0], hit.iloc[1]
-                    winners.append((best["layout"], second["median_us"] / best["median_us"]))
-            if not winners:
-                continue
-            agree = len({w for w, _ in winners}) == 1
-            fastest_rows.append([shape, ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, (w, m) in zip(repeats, winners)),
-                                 "yes" if agree else "no"])
-        parts.append(
-            f"Faster layout per shape ({kernel}; in brackets, the runner-up's median divided by the winner's):\n\n"
-            + markdown_table(["Shape", "Faster layout per repeat", "Same in every repeat"], fastest_rows)
-        )
-    return "\n\n".join(parts)
+        for (shape, layout), group in sorted(rows_k.groupby(["shape", "layout"]),
+                                             key=lambda item: (natural_key(item[0][0]), natural_key(item[0][1]))):
+            cells = {int(r["repeat"]): f"{r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
+                     for _, r in group.iterrows()}
+            rows.append([shape, layout] + [cells.get(int(r), "missing") for r in repeats])
+        blocks.append(doc.Paragraph(f"{kernel}:"))
+        if kernel in figures:
+            blocks.append(figures[kernel])
+        blocks.append(doc.Table(["Shape", "Layout"] + [f"rep{r} median [min, max]" for r in repeats], rows))
+        faster = faster_layouts(table, kernel)
+        blocks.append(doc.Paragraph(
+            f"Faster layout per shape ({kernel}); the margin is the runner-up's median divided by the winner's:"))
+        blocks.append(doc.Table(
+            ["Shape", "Faster layout per repeat (margin)", "Same in every repeat"],
+            [[f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
+             for f in faster]))
+    return doc.Section("Timings", blocks)
 
 
 def hypothesis_verdicts(table: pd.DataFrame, hypothesis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -227,54 +254,79 @@ def hypothesis_verdicts(table: pd.DataFrame, hypothesis: dict[str, Any]) -> list
     return verdicts
 
 
-def section_hypotheses(run: Run) -> str:
+def section_hypotheses(run: Run) -> doc.Section:
     hypotheses = run.config.get("hypotheses", [])
     if not hypotheses:
-        return "## Hypotheses\n\nThe config states none."
+        return doc.Section("Hypotheses", [doc.Paragraph("The config states none.")])
     rows = []
     for hypothesis in hypotheses:
         for verdict in hypothesis_verdicts(run.table, hypothesis):
-            rows.append((f"\"{hypothesis['statement']}\"", f"rep{verdict['repeat']}",
+            rows.append((f"\"{hypothesis['statement']}\" ({hypothesis['kernel']}: {hypothesis['faster']} faster than "
+                         f"{hypothesis['slower']})", f"rep{verdict['repeat']}",
                          "holds" if verdict["holds"] else "fails",
                          "; ".join(verdict["counter_examples"]) or f"none in {verdict['shapes']} shapes"))
-    return "## Hypotheses\n\n" + markdown_table(("Hypothesis", "Repeat", "Verdict", "Counter-examples"), rows)
+    return doc.Section("Hypotheses", [doc.Table(("Hypothesis", "Repeat", "Verdict", "Counter-examples"), rows)])
 
 
-def section_clocks(run: Run) -> str:
-    def values(key: str) -> list[float]:
-        found = []
-        for record in run.timings:
-            for snap in (record["nvml_before"], record["nvml_after"]):
-                if isinstance(snap.get(key), (int, float)):
-                    found.append(snap[key])
-        return found
+def caveats(run: Run) -> list[str]:
+    """What a reader must know before trusting the numbers, derived from the files only."""
+    found = []
+    locked = run.environment["clocks_locked"]
+    if locked is not True:
+        found.append("Clocks were not locked" if locked is False else f"Whether clocks were locked is unknown ({locked})")
+    changed = [f"{_target(r)} ({r['nvml_before']['sm_clock_mhz']} -> {r['nvml_after']['sm_clock_mhz']} MHz)"
+               for r in run.timings if r["nvml_before"].get("sm_clock_mhz") != r["nvml_after"].get("sm_clock_mhz")]
+    if changed:
+        found.append(f"SM clock differed before and after {len(changed)} timed targets: " + "; ".join(changed))
+    throttled: dict[str, list[str]] = {}
+    for record, when, snap in _snapshots(run):
+        reasons = snap.get("clock_event_reasons")
+        for reason in reasons if isinstance(reasons, list) else []:
+            throttled.setdefault(reason, []).append(f"{_target(record)} ({when})")
+    for reason, where in sorted(throttled.items()):
+        found.append(f"Clock-event reason {reason} seen in {len(where)} snapshots: " + "; ".join(where))
+    table = run.table
+    for (kernel, shape, layout), group in table.groupby(["kernel", "shape", "layout"]):
+        if len(group) < 2:
+            continue
+        spread = float((group["max_us"] - group["min_us"]).max())
+        gap = float(group["median_us"].max() - group["median_us"].min())
+        if gap > spread:
+            found.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
+                         + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
+                         f"{spread:.3f})")
+    asked = run.config["timing"]["samples"]
+    short = [f"{_target(r)} ({len(r['samples_us'])})" for r in run.timings if len(r["samples_us"]) < asked]
+    if short:
+        found.append(f"Fewer samples than the config asked ({asked}): " + "; ".join(short))
+    return found
 
-    reasons = sorted({r for t in run.timings for s in (t["nvml_before"], t["nvml_after"])
-                      if isinstance(s.get("clock_event_reasons"), list) for r in s["clock_event_reasons"]})
-    rows = []
-    for key, label in (("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "Memory clock (MHz)"),
-                       ("temperature_c", "Temperature (C)"), ("power_draw_w", "Power draw (W)")):
-        seen = values(key)
-        rows.append((label, f"{min(seen):g}" if seen else "not recorded", f"{max(seen):g}" if seen else "not recorded"))
-    return (
-        "## Clocks around the timed targets\n\nFrom the NVML snapshots before and after each of the "
-        f"{len(run.timings)} timed targets (they do not show what happened between them).\n\n"
-        + markdown_table(("Quantity", "Min seen", "Max seen"), rows)
-        + f"\n\nClock-event reasons seen: {', '.join(reasons) or 'none'}."
-    )
+
+def section_caveats(run: Run) -> doc.Section:
+    items = caveats(run)
+    return doc.Section("Caveats", [doc.Bullets(items) if items else doc.Paragraph("None found in the recorded files.")])
 
 
-def render_markdown(run_dir: Path) -> str:
+def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.Section]]:
+    """The report's title and sections; figures are read from `figure_dir/<kernel>.svg` when present."""
     run = Run(run_dir)
-    sections = [
-        f"# kernelkit report: run `{run.name}`\n\nGenerated from `results/{run.name}/` only; every timing below is "
-        "recomputed from the raw samples in `timing/<kernel>/<shape>/<layout>/rep<n>.json`.",
-        section_environment(run),
-        section_method(run),
-        section_correctness(run),
-        section_controls(run),
-        section_timings(run),
-        section_hypotheses(run),
-        section_clocks(run),
-    ]
-    return "\n\n".join(sections) + "\n"
+    figures = {}
+    for kernel in run.kernels:
+        path = figure_dir / f"{kernel}.svg" if figure_dir else None
+        if path and path.exists():
+            figures[kernel] = doc.Figure(path.read_text(encoding="utf-8"), f"{figure_dir.name}/{kernel}.svg",
+                                         f"{kernel}: every sample per shape, layout and repeat")
+    intro = doc.Section("About this report", [doc.Paragraph(
+        f"Generated from results/{run.name}/ only. Every timing is recomputed from the raw samples in "
+        "timing/<kernel>/<shape>/<layout>/rep<n>.json.")])
+    sections = [intro, section_method(run), section_environment(run), section_correctness(run), section_controls(run),
+                section_timings(run, figures), section_hypotheses(run), section_caveats(run)]
+    return f"kernelkit report: run {run.name}", sections
+
+
+def render_markdown(run_dir: Path, figure_dir: Path | None = None) -> str:
+    return doc.render_markdown(*build(run_dir, figure_dir))
+
+
+def render_html(run_dir: Path, figure_dir: Path | None = None) -> str:
+    return doc.render_html(*build(run_dir, figure_dir))

@@ -21,6 +21,7 @@ except KitError as error:
 RUN = config["run"]
 TIMING = config["timing"]
 KERNELS = config["kernels"]
+DIFF = {"threshold": 0.02, "confidence": 0.95, **config.get("diff", {})}
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
@@ -38,6 +39,8 @@ wildcard_constraints:
     control=r"[A-Za-z0-9_]+",
     shape=r"[1-9][0-9]*(?:x[1-9][0-9]*)*",
     n=r"[1-9][0-9]*",
+    a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
+    b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
 
 # Priorities only order jobs that are ready together; the environment goes first so that
@@ -114,10 +117,11 @@ def timing_inputs(wildcards):
     }
 
 
-def timing_files():
+def timing_files(kernel=None):
     return [
         f"results/{RUN}/timing/{t.kernel}/{t.shape}/{t.layout}/rep{t.repeat}.json"
         for t in PLAN.values()
+        if kernel in (None, t.kernel)
     ]
 
 
@@ -128,5 +132,9 @@ def all_targets():
     return (
         targets
         + timing_files()
-        + [f"results/{RUN}/summary.csv", f"reports/{RUN}/report.md"]
+        + [
+            f"results/{RUN}/summary.csv",
+            f"reports/{RUN}/report.md",
+            f"reports/{RUN}/report.html",
+        ]
     )

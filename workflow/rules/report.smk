@@ -15,6 +15,24 @@ rule summary:
         "python -m kernelkit summary --output {output} {input} > {log} 2>&1"
 
 
+rule figure:
+    input:
+        lambda wildcards: timing_files(wildcards.kernel),
+    output:
+        report(
+            "reports/{run}/figures/{kernel}.svg",
+            caption="../report/figure.rst",
+            category="Timings",
+            subcategory="{kernel}",
+        ),
+    log:
+        "results/{run}/logs/figures/{kernel}.log",
+    conda:
+        "../../envs/kernelkit.yaml"
+    shell:
+        "python -m kernelkit figure --kernel {wildcards.kernel} --output {output} {input} > {log} 2>&1"
+
+
 rule report:
     input:
         config="results/{run}/config.json",
@@ -23,9 +41,15 @@ rule report:
         controls=[control_files(kernel) for kernel in KERNELS],
         timing=timing_files(),
         summary="results/{run}/summary.csv",
+        figures=expand("reports/{{run}}/figures/{kernel}.svg", kernel=KERNELS),
     output:
-        report(
+        markdown=report(
             "reports/{run}/report.md",
+            caption="../report/report.rst",
+            category="Report",
+        ),
+        html=report(
+            "reports/{run}/report.html",
             caption="../report/report.rst",
             category="Report",
         ),
@@ -34,4 +58,5 @@ rule report:
     conda:
         "../../envs/kernelkit.yaml"
     shell:
-        "python -m kernelkit report results/{wildcards.run} --output {output} > {log} 2>&1"
+        "python -m kernelkit report results/{wildcards.run} --figures reports/{wildcards.run}/figures"
+        " --markdown {output.markdown} --html {output.html} > {log} 2>&1"

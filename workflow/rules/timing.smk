@@ -2,7 +2,13 @@ rule timing:
     input:
         unpack(timing_inputs),
     output:
-        "results/{run}/timing/{kernel}/{shape}/{layout}/rep{n}.json",
+        report(
+            "results/{run}/timing/{kernel}/{shape}/{layout}/rep{n}.json",
+            caption="../report/timing.rst",
+            category="Timing samples",
+            subcategory="{kernel}",
+            labels={"shape": "{shape}", "layout": "{layout}", "repeat": "{n}"},
+        ),
     log:
         "results/{run}/logs/timing/{kernel}/{shape}/{layout}/rep{n}.log",
     priority: lambda wildcards: timed_target(wildcards).priority(TIMING["repeats"])

@@ -1,0 +1,72 @@
+"""Timing figures: every raw sample as a point, the median as a bar, min-max as whiskers.
+
+One figure per kernel, one panel per shape with its own scale (shapes differ by orders of
+magnitude), layouts and repeats side by side inside a panel. SVG output is made
+deterministic (fixed hash salt, no date) so that rebuilding a report from the same results
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from kernelkit.summary import natural_key
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelkit", "font.size": 8})
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
+    """SVG text of the kernel's timing figure, built from the raw samples of its timing records."""
+    plt = _pyplot()
+    records = [r for r in records if r["kernel"] == kernel]
+    shapes = sorted({r["shape"] for r in records}, key=natural_key)
+    layouts = sorted({r["layout"] for r in records}, key=natural_key)
+    repeats = sorted({r["repeat"] for r in records})
+    columns = min(3, len(shapes))
+    rows = math.ceil(len(shapes) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.6 * rows), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    by_key = {(r["shape"], r["layout"], r["repeat"]): r["samples_us"] for r in records}
+    jitter = np.random.default_rng(0)
+
+    for ax, shape in zip(axes.flat, shapes):
+        ticks, labels = [], []
+        for li, layout in enumerate(layouts):
+            for ri, repeat in enumerate(repeats):
+                x = li * (len(repeats) + 1) + ri
+                samples = by_key.get((shape, layout, repeat))
+                if not samples:
+                    continue
+                median = float(np.median(samples))
+                ax.bar(x, median, width=0.7, color=colors[li % len(colors)], alpha=0.35)
+                ax.errorbar(x, median, yerr=[[median - min(samples)], [max(samples) - median]],
+                            fmt="none", ecolor="black", capsize=3, linewidth=0.8)
+                ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colors[li % len(colors)],
+                        markersize=2.5)
+                ticks.append(x)
+                labels.append(f"{layout}\nrep{repeat}")
+        ax.set_xticks(ticks, labels)
+        ax.set_title(shape)
+        ax.set_ylabel("us per launch")
+        ax.set_ylim(bottom=0)
+    for ax in list(axes.flat)[len(shapes):]:
+        ax.axis("off")
+    fig.suptitle(f"{kernel}: median (bar), min-max (whiskers), every sample (points)")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
