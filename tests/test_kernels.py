@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,3 +148,21 @@ def test_kernel_and_mutations_compile_for_sm90(tmp_path, control):
     )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "kernel.cubin").stat().st_size > 0
+
+
+def test_planted_slowdown_fixture_keeps_the_answer_and_the_controls(tmp_path):
+    import importlib.util
+
+    module_spec = importlib.util.spec_from_file_location("planted", Path(__file__).parent / "fixtures" / "planted_slowdown.py")
+    planted = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(planted)
+    folder = planted.write_planted(tmp_path)
+    spec = specs.load("rmsnorm", tmp_path)
+    assert spec.source_sha256() != RMSNORM.source_sha256()
+    assert spec.source_text().count("sum_squares += v * v;") == 2
+    for control in spec.mutations:  # the negative controls still apply to the planted source
+        assert spec.source_text(control) != spec.source_text()
+    if NVCC:
+        done = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "p.cubin"), str(folder / "rmsnorm.cu")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
