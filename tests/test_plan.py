@@ -47,6 +47,9 @@ def test_adding_a_shape_keeps_the_order_of_the_others(good):
 def test_dry_run_lists_exactly_the_expected_jobs(good):
     done = snakemake("-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
+    # The default profile (one GPU job at a time, resume after interruption) is picked up.
+    assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
+    assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
         "run_config": 1, "environment": 1, "correctness": 2, "negative_control": 2,
         "timing": 36, "summary": 1, "figure": 1, "report": 1, "all": 1, "total": 46,
@@ -78,3 +81,13 @@ def test_naming_a_target_outside_the_config_says_what_is_allowed(target, message
     done = snakemake(target, "-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode != 0
     assert message in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("run", ["h200-a", "h200-b"])
+def test_committed_runs_timed_their_targets_in_the_planned_order(run):
+    import json
+
+    records = [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
+    config = json.loads((REPO / "results" / run / "config.json").read_text())
+    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
+    assert executed == [t.key for t in kit_config.timing_plan(config)]
