@@ -154,3 +154,14 @@ def test_caveats_are_derived_from_the_files(tmp_path, markdown):
     assert "Fewer samples than the config asked (15): rmsnorm 512x128 t32 rep1 (9)" in found
     assert any(c.startswith("SM clock differed before and after 1 timed targets: rmsnorm 512x128 t32 rep1") for c in found)
     assert "Clock-event reason sw_power_cap seen in 1 snapshots: rmsnorm 512x128 t32 rep1 (after)" in found
+
+
+def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
+    from conftest import snakemake
+
+    target = tmp_path / "snakemake-report.html"
+    done = snakemake("--report", str(target), "--config", "run=h200-a")
+    assert done.returncode == 0, done.stderr
+    page = target.read_text()
+    for fragment in ("Timing samples", "Timings", "Report", "Environment", "rep1.json", "rmsnorm.svg", "summary.csv"):
+        assert fragment in page
