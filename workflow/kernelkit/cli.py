@@ -70,11 +70,12 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     record["negative_control"] = args.negative_control
     failed = record["failed_count"]
     if args.negative_control:
-        print(
-            f"negative control '{args.negative_control}' ({spec.mutation(args.negative_control).why}): "
-            f"{failed} of {len(cases)} cases failed" + (", as they must" if failed else "; the checks did NOT catch it")
-        )
-        return 1
+        # As in the seed: the mutated build must fail the comparison, so this exits non-zero;
+        # a zero exit here means the checks missed the bug.
+        verdict = ", as they must" if failed else "; the checks did NOT catch it"
+        print(f"negative control '{args.negative_control}' ({spec.mutation(args.negative_control).why}): "
+              f"{failed} of {len(cases)} cases failed{verdict}")
+        return 1 if failed else 0
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:

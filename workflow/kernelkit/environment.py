@@ -134,7 +134,7 @@ def reason_names(mask: int) -> list[str]:
     return names
 
 
-def clocks_locked(static: dict[str, Any], snapshot: dict[str, Any]) -> Any:
+def clocks_locked(snapshot: dict[str, Any]) -> Any:
     """Whether the SM clock was pinned, as far as NVML lets an unprivileged reader tell.
 
     NVML has no query for locked clocks; the applications-clocks clock-event reason is the
@@ -218,6 +218,6 @@ def capture(config: dict[str, Any]) -> dict[str, Any]:
         "nvml_available": nvml.error is None,
         "nvml_error": nvml.error,
         "gpu": static,
-        "clocks_locked": clocks_locked(static, snapshot),
+        "clocks_locked": clocks_locked(snapshot),
         "snapshot": snapshot,
     }

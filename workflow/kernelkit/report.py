@@ -211,9 +211,9 @@ def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
     return result
 
 
-def section_timings(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
-    blocks: list[doc.Block] = [doc.Paragraph(
-        "Median per-launch time in microseconds with the minimum and maximum sample, per repeat.")]
+def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
+    sections = [doc.Section("Timings", [doc.Paragraph(
+        "Median per-launch time in microseconds with the minimum and maximum sample, per repeat.")])]
     table = run.table
     for kernel in run.kernels:
         rows_k = table[table["kernel"] == kernel]
@@ -224,18 +224,16 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
             cells = {int(r["repeat"]): f"{r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
                      for _, r in group.iterrows()}
             rows.append([shape, layout] + [cells.get(int(r), "missing") for r in repeats])
-        blocks.append(doc.Paragraph(f"{kernel}:"))
-        if kernel in figures:
-            blocks.append(figures[kernel])
+        blocks: list[doc.Block] = [figures[kernel]] if kernel in figures else []
         blocks.append(doc.Table(["Shape", "Layout"] + [f"rep{r} median [min, max]" for r in repeats], rows))
-        faster = faster_layouts(table, kernel)
         blocks.append(doc.Paragraph(
-            f"Faster layout per shape ({kernel}); the margin is the runner-up's median divided by the winner's:"))
+            "Faster layout per shape; the margin is the runner-up's median divided by the winner's:"))
         blocks.append(doc.Table(
             ["Shape", "Faster layout per repeat (margin)", "Same in every repeat"],
             [[f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
-             for f in faster]))
-    return doc.Section("Timings", blocks)
+             for f in faster_layouts(table, kernel)]))
+        sections.append(doc.Section(kernel, blocks, level=3))
+    return sections
 
 
 def hypothesis_verdicts(table: pd.DataFrame, hypothesis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -320,7 +318,7 @@ def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.
         f"Generated from results/{run.name}/ only. Every timing is recomputed from the raw samples in "
         "timing/<kernel>/<shape>/<layout>/rep<n>.json.")])
     sections = [intro, section_method(run), section_environment(run), section_correctness(run), section_controls(run),
-                section_timings(run, figures), section_hypotheses(run), section_caveats(run)]
+                *section_timings(run, figures), section_hypotheses(run), section_caveats(run)]
     return f"kernelkit report: run {run.name}", sections
 
 

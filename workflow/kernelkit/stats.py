@@ -3,9 +3,9 @@
 Within a run: medians and ranges (robust with 15 samples, no model behind them). Between
 runs: the ratio of medians B/A with a bootstrap confidence interval that resamples whole
 processes (repeats) first and samples inside them second. Resampling samples alone would
-pretend that one process's samples describe every process, and the committed H200 runs show
-that they do not: per-process medians of one configuration can differ by more than 10%
-while the samples inside each process agree to 0.5%.
+pretend that one process's samples describe every process; on the H200, the medians of two
+processes timing the same configuration can lie further apart than the samples inside
+either (the report lists such cases among its caveats).
 """
 
 from __future__ import annotations
