@@ -59,6 +59,9 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
                       done.stdout)
     by_priority = [(k, s, l, int(n)) for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
     assert by_priority == [t.key for t in kit_config.timing_plan(good)]
+    # The environment and the config it hashes are scheduled before everything else.
+    first = {rule: int(p) for rule, p in re.findall(r"^localrule (\w+):\n(?:.*\n)*?\s+priority: (\d+)", done.stdout, re.M)}
+    assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
 
 
 def test_naming_one_timing_target_builds_only_what_it_needs():

@@ -43,8 +43,9 @@ wildcard_constraints:
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
 
-# Priorities only order jobs that are ready together; the environment goes first so that
-# a machine without a GPU fails there, with its own message.
+# Priorities only order jobs that are ready together, and a job's priority is not passed to
+# the jobs it needs: the environment and the config it records both go first, so that a
+# machine without a GPU fails there, with its own message, before anything else runs.
 ENVIRONMENT_PRIORITY = 2**40
 
 

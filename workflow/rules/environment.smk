@@ -3,6 +3,7 @@ rule run_config:
         "results/{run}/config.json",
     log:
         "results/{run}/logs/config.log",
+    priority: ENVIRONMENT_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     params:
