@@ -60,7 +60,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     by_priority = [(k, s, l, int(n)) for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
     assert by_priority == [t.key for t in kit_config.timing_plan(good)]
     # The environment and the config it hashes are scheduled before everything else.
-    first = {rule: int(p) for rule, p in re.findall(r"^localrule (\w+):\n(?:.*\n)*?\s+priority: (\d+)", done.stdout, re.M)}
+    first = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:(?!(?:local)?rule ).*\n)*?\s+priority: (\d+)", done.stdout, re.M))
+    first = {rule: int(priority) for rule, priority in first.items()}
     assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
 
 
