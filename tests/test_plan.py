@@ -79,6 +79,11 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
         ("results/pytest-dry-run/timing/rmsnorm/512x128/t64/rep1.json", "layout 't64' is not configured"),
         ("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep3.json", "beyond config key 'timing.repeats'"),
         ("results/pytest-dry-run/controls/rmsnorm/sign.json", "allowed: epsilon, tail"),
+        ("results/pytest-dry-run/timing/rmsnorm/512by128/t32/rep1.json", "shape '512by128' of kernel 'rmsnorm' is malformed"),
+        ("results/pytest-dry-run/timing/rmsnorm/0x128/t32/rep1.json", "shape '0x128' of kernel 'rmsnorm' is malformed"),
+        ("results/pytest-dry-run/timing/rmsnorm/4x8x2/t32/rep1.json", "it needs 2 (ROWSxCOLS)"),
+        ("results/pytest-dry-run/correctness/softmax/t32.json", "kernel 'softmax' is not configured; allowed: rmsnorm"),
+        ("reports/pytest-dry-run/figures/softmax.svg", "kernel 'softmax' is not configured; allowed: rmsnorm"),
     ],
 )
 def test_naming_a_target_outside_the_config_says_what_is_allowed(target, message):

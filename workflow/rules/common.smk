@@ -26,18 +26,14 @@ SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
-def alternatives(names):
-    return "|".join(
-        re.escape(name) for name in sorted(set(names), key=len, reverse=True)
-    )
-
-
 wildcard_constraints:
     run=re.escape(RUN),
-    kernel=alternatives(KERNELS),
+    # Loose on purpose: names outside the config reach the input functions below, which
+    # answer with one sentence naming what is allowed instead of "No rule to produce".
+    kernel=r"[A-Za-z0-9_]+",
     layout=r"[A-Za-z0-9_]+",
     control=r"[A-Za-z0-9_]+",
-    shape=r"[1-9][0-9]*(?:x[1-9][0-9]*)*",
+    shape=r"[^/]+",
     n=r"[1-9][0-9]*",
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
@@ -49,9 +45,17 @@ wildcard_constraints:
 ENVIRONMENT_PRIORITY = 2**40
 
 
+def checked_kernel(wildcards):
+    if wildcards.kernel not in KERNELS:
+        raise WorkflowError(
+            f"kernel '{wildcards.kernel}' is not configured; allowed: {', '.join(KERNELS)}"
+        )
+    return wildcards.kernel
+
+
 def kernel_sources(wildcards):
     """A kernel's whole folder: editing any of its files reruns exactly its targets."""
-    folder = SPECS[wildcards.kernel].folder
+    folder = SPECS[checked_kernel(wildcards)].folder
     return sorted(os.path.relpath(path) for path in folder.iterdir() if path.is_file())
 
 
@@ -95,6 +99,10 @@ def checked_control(wildcards):
 
 def timed_target(wildcards):
     """The plan entry of a timing target, or one sentence saying what is allowed."""
+    try:
+        SPECS[checked_kernel(wildcards)].parse_shape(wildcards.shape)
+    except KitError as error:
+        raise WorkflowError(str(error)) from None
     shapes = KERNELS[wildcards.kernel]["shapes"]
     if wildcards.shape not in shapes:
         raise WorkflowError(
@@ -116,6 +124,10 @@ def timing_inputs(wildcards):
         "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
         "controls": control_files(wildcards.kernel),
     }
+
+
+def figure_inputs(wildcards):
+    return timing_files(checked_kernel(wildcards))
 
 
 def timing_files(kernel=None):

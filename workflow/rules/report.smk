@@ -17,7 +17,7 @@ rule summary:
 
 rule figure:
     input:
-        lambda wildcards: timing_files(wildcards.kernel),
+        figure_inputs,
     output:
         report(
             "reports/{run}/figures/{kernel}.svg",
