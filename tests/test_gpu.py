@@ -98,3 +98,14 @@ def test_stages_chain_through_the_command_line(tmp_path):
     assert len(record["samples_us"]) == 4
     assert record["method"]["launches_per_graph"] == 64
     assert record["nvml_before"]["time_utc"] <= record["nvml_after"]["time_utc"]
+
+
+@pytest.mark.parametrize("kernel", specs.available())
+def test_every_kernel_folder_passes_and_catches_its_controls(kernel):
+    from kernelkit.correctness import run_suite
+
+    spec = specs.load(kernel)
+    cases = run_suite(spec, list(spec.layouts))
+    assert all(case.passed for case in cases), [c for c in cases if not c.passed][:3]
+    for control in spec.mutations:
+        assert any(not case.passed for case in run_suite(spec, list(spec.layouts), control)), control

@@ -126,28 +126,7 @@ def test_guard_overwrite_and_small_errors_are_caught():
     assert verdict["worst_flat_index"] == 3 * 33 + 5
 
 
-@pytest.mark.parametrize("control", sorted(RMSNORM.mutations))
-def test_each_mutation_applies_once_and_changes_the_source(control):
-    original = RMSNORM.source_text()
-    mutated = RMSNORM.source_text(control)
-    assert mutated != original
-    assert RMSNORM.source_sha256(control) != RMSNORM.source_sha256()
-
-
 NVCC = shutil.which("nvcc")
-
-
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
-@pytest.mark.parametrize("control", [None, *sorted(RMSNORM.mutations)])
-def test_kernel_and_mutations_compile_for_sm90(tmp_path, control):
-    source = tmp_path / "kernel.cu"
-    source.write_text(RMSNORM.source_text(control))
-    done = subprocess.run(
-        [NVCC, "-arch=sm_90", "-cubin", *RMSNORM.compile_options, "-o", str(tmp_path / "kernel.cubin"), str(source)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "kernel.cubin").stat().st_size > 0
 
 
 def test_planted_slowdown_fixture_keeps_the_answer_and_the_controls(tmp_path):

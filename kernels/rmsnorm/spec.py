@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from kernelkit.inputs import PATTERNS, pattern_array
+from kernelkit.inputs import pattern_array
 from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
 
 EPS = 1e-5
@@ -60,8 +60,6 @@ SPEC = KernelSpec(
     dims=("rows", "cols"),
     layouts={"t32": {"threads": 32}, "t256": {"threads": 256}},
     correctness_shapes=tuple((8, cols) for cols in (1, 31, 33, 127, 4096, 8193)),
-    patterns=PATTERNS,
-    timing_pattern="normal",
     tolerance=Tolerance(abs=1e-5, rel=1e-4),
     mutations={
         "epsilon": Mutation(
@@ -76,7 +74,6 @@ SPEC = KernelSpec(
         ),
     },
     make_inputs=make_inputs,
-    output_shape=lambda shape: shape,
     reference=reference,
     launch=launch,
     arguments=arguments,

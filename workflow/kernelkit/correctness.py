@@ -41,9 +41,17 @@ class CaseResult:
 
 
 def check_case(
-    bits: np.ndarray, reference: np.ndarray, tolerance: Tolerance, guard: int = GUARD_ELEMENTS
+    bits: np.ndarray,
+    reference: np.ndarray,
+    tolerance: Tolerance,
+    guard: int = GUARD_ELEMENTS,
+    scale: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Judge one launch from the raw uint32 bits of [guard | output | guard]."""
+    """Judge one launch from the raw uint32 bits of [guard | output | guard].
+
+    An element passes when |out - ref| <= abs + rel * scale, where scale is |ref| unless the
+    spec gives the magnitude its rounding error grows with (see KernelSpec.error_scale).
+    """
     bits = np.asarray(bits, dtype=np.uint32)
     body_bits = bits[guard : bits.size - guard]
     guard_bits = np.concatenate([bits[:guard], bits[bits.size - guard :]])
@@ -56,7 +64,8 @@ def check_case(
     sentinel = body_bits == SENTINEL_BITS
     finite = np.isfinite(out)
     abs_error = np.where(finite, np.abs(out - reference), np.inf)
-    allowed = tolerance.abs + tolerance.rel * np.abs(reference)
+    magnitude = np.abs(reference) if scale is None else np.asarray(scale, dtype=np.float64).reshape(-1)
+    allowed = tolerance.abs + tolerance.rel * magnitude
     bad = ~(abs_error <= allowed)
     nonzero_reference = finite & (reference != 0)
     rel_error = np.divide(abs_error, np.abs(reference), out=np.zeros_like(abs_error), where=nonzero_reference)
@@ -116,7 +125,8 @@ def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, patt
     launch_once()
     cp.cuda.get_current_stream().synchronize()
 
-    verdict = check_case(device.download(padded), reference, spec.tolerance)
+    scale = spec.error_scale(on_device) if spec.error_scale else None
+    verdict = check_case(device.download(padded), reference, spec.tolerance, scale=scale)
     worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), out_shape)]
     return CaseResult(
         kernel=spec.name, layout=layout_name, shape=shape_name(shape), pattern=pattern, worst_index=worst_index, **verdict

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from kernelkit import KitError
+from kernelkit.inputs import PATTERNS
 from kernelkit.results import sha256_text
 
 Shape = tuple[int, ...]
@@ -67,18 +68,22 @@ class KernelSpec:
     dims: tuple[str, ...]
     layouts: Mapping[str, Mapping[str, Any]]
     correctness_shapes: tuple[Shape, ...]
-    patterns: tuple[str, ...]
-    timing_pattern: str
     tolerance: Tolerance
     mutations: Mapping[str, Mutation]
     make_inputs: Callable[[Shape, str, np.random.Generator], dict[str, np.ndarray]]
-    output_shape: Callable[[Shape], Shape]
     reference: Callable[[Mapping[str, np.ndarray]], np.ndarray]
     launch: Callable[[Mapping[str, Any], Shape], Launch]
     arguments: Callable[[Mapping[str, Any], Any, Shape], tuple]
     bytes_moved: Callable[[Shape], int]
     flops: Callable[[Shape], int]
+    patterns: tuple[str, ...] = PATTERNS
+    timing_pattern: str = "normal"
+    output_shape: Callable[[Shape], Shape] = lambda shape: shape
     compile_options: tuple[str, ...] = ("--std=c++17",)
+    # For reductions, the size an FP32 rounding error scales with is the sum of the absolute
+    # terms, not |reference| (which cancellation can make tiny); a spec that reduces returns
+    # that sum here and the relative tolerance applies to it.
+    error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     folder: Path = field(default=Path("."))
 
     @property

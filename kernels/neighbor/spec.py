@@ -1,0 +1,94 @@
+"""Neighbor aggregation (seed 000's third control): out[i] = sum of x[j] over j in N(i).
+
+The graph is a fixed seeded random graph in CSR form, seeded by the node count alone, so
+every pattern and every run of a shape sees the same graph. Degrees are uniform in
+0..2*AVERAGE_DEGREE: some nodes have no neighbours, and their all-zero output must still be
+written (the sentinel check fails an unwritten zero).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from kernelkit.inputs import pattern_array, rng_for
+from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+
+THREADS = 256
+AVERAGE_DEGREE = 16
+
+
+def graph(nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = rng_for("neighbor-graph", nodes)
+    degrees = rng.integers(0, 2 * AVERAGE_DEGREE + 1, size=nodes)
+    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int32)
+    indices = rng.integers(0, nodes, size=int(indptr[-1])).astype(np.int32)
+    return indptr, indices
+
+
+def make_inputs(shape: Shape, pattern: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    nodes, features = shape
+    indptr, indices = graph(nodes)
+    return {"x": pattern_array(pattern, (nodes, features), rng), "indptr": indptr, "indices": indices}
+
+
+def _gather_sum(x: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    out = np.zeros((len(indptr) - 1, x.shape[1]), dtype=np.float64)
+    np.add.at(out, np.repeat(np.arange(len(indptr) - 1), np.diff(indptr)), x[indices])
+    return out
+
+
+def reference(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _gather_sum(inputs["x"].astype(np.float64), inputs["indptr"], inputs["indices"])
+
+
+def error_scale(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+    return _gather_sum(np.abs(inputs["x"].astype(np.float64)), inputs["indptr"], inputs["indices"])
+
+
+def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
+    nodes, features = shape
+    return Launch(grid=(-(-nodes * features // THREADS),), block=(THREADS,))
+
+
+def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
+    nodes, features = shape
+    return (buffers["x"], buffers["indptr"], buffers["indices"], out, np.int32(nodes), np.int32(features))
+
+
+def bytes_moved(shape: Shape) -> int:
+    nodes, features = shape
+    edges = int(graph(nodes)[0][-1])
+    # One gathered row of x per edge, the CSR arrays once, out once.
+    return 4 * (edges * features + edges + nodes + 1 + nodes * features)
+
+
+SPEC = KernelSpec(
+    name="neighbor",
+    source="neighbor.cu",
+    entry="neighbor_sum",
+    dims=("nodes", "features"),
+    layouts={"gather": {"threads": THREADS}},
+    correctness_shapes=((1, 1), (7, 3), (33, 5), (100, 64)),
+    tolerance=Tolerance(abs=1e-6, rel=1e-5),
+    mutations={
+        "last_edge": Mutation(
+            find="e < indptr[node + 1]; ++e",
+            replace="e < indptr[node + 1] - 1; ++e",
+            why="the last neighbour of every node is left out",
+        ),
+        "self": Mutation(
+            find="float sum = 0.0f;",
+            replace="float sum = x[index];",
+            why="each node's own features are added to its neighbours'",
+        ),
+    },
+    make_inputs=make_inputs,
+    reference=reference,
+    launch=launch,
+    arguments=arguments,
+    bytes_moved=bytes_moved,
+    flops=lambda shape: int(graph(shape[0])[0][-1]) * shape[1],
+    error_scale=error_scale,
+)

@@ -1,0 +1,165 @@
+"""Every kernel folder, on the CPU: its mutations, its sm_90 build, its reference and tolerance.
+
+The tolerance of each operation is exercised with a float32 NumPy emulation of its kernel:
+the emulation must pass every correctness case and each emulated negative control must fail,
+which shows the tolerance is neither too tight for FP32 nor loose enough to hide the bugs.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kernelkit import spec as specs
+from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS, check_case
+from kernelkit.inputs import rng_for
+from kernelkit.spec import shape_name
+
+KERNELS = specs.available()
+NVCC = shutil.which("nvcc")
+
+
+def test_the_seed_operations_are_present():
+    assert {"rmsnorm", "bias_gelu", "triangle", "neighbor"} <= set(KERNELS)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_mutation_applies_once_and_changes_the_source(kernel):
+    spec = specs.load(kernel)
+    assert len(spec.mutations) >= 2
+    for control in spec.mutations:
+        assert spec.source_text(control) != spec.source_text()
+        assert spec.source_sha256(control) != spec.source_sha256()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_and_mutations_compile_for_sm90(tmp_path, kernel):
+    spec = specs.load(kernel)
+    for control in [None, *spec.mutations]:
+        source = tmp_path / f"{control}.cu"
+        source.write_text(spec.source_text(control))
+        done = subprocess.run(
+            [NVCC, "-arch=sm_90", "-cubin", *spec.compile_options, "-o", str(tmp_path / f"{control}.cubin"), str(source)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, (control, done.stderr)
+
+
+def case(spec, shape, pattern):
+    inputs = spec.make_inputs(shape, pattern, rng_for(spec.name, shape_name(shape), pattern))
+    scale = spec.error_scale(inputs) if spec.error_scale else None
+    return inputs, spec.reference(inputs), scale
+
+
+def padded(y, unwritten=None):
+    bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
+    body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()
+    if unwritten is not None:
+        body[np.asarray(unwritten).reshape(-1)] = SENTINEL_BITS
+    bits[GUARD_ELEMENTS : GUARD_ELEMENTS + y.size] = body
+    return bits
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_an_all_zero_output_fails_the_normal_cases(kernel):
+    spec = specs.load(kernel)
+    for shape in spec.correctness_shapes:
+        inputs, ref, scale = case(spec, shape, "normal")
+        verdict = check_case(padded(np.zeros_like(ref)), ref, spec.tolerance, scale=scale)
+        assert not verdict["passed"], (shape, verdict)
+
+
+# float32 emulations of the kernels and of their negative controls -------------------------
+
+def gelu32(z):
+    z = z.astype(np.float32)
+    return np.float32(0.5) * z * (np.float32(1) + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
+
+
+def bias_gelu32(inputs, control=None):
+    z = inputs["x"] if control == "bias" else inputs["x"] + inputs["bias"]
+    y = gelu32(z)
+    unwritten = None
+    if control == "tail":
+        unwritten = np.zeros(y.shape, dtype=bool)
+        unwritten.reshape(-1)[-1] = True
+    return y, unwritten
+
+
+def triangle32(inputs, control=None):
+    a, b = inputs["a"], inputs["b"]
+    if control == "last_k":
+        a, b = a[:, :-1], b[:, :-1]
+    if control == "transpose":
+        b = b.transpose(1, 0, 2)
+    out = np.zeros((a.shape[0], b.shape[0], a.shape[2]), dtype=np.float32)
+    for k in range(a.shape[1]):  # sequential FP32 accumulation, as the kernel does
+        out += a[:, None, k, :] * b[None, :, k, :]
+    return out, None
+
+
+def neighbor32(inputs, control=None):
+    x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
+    out = x.copy() if control == "self" else np.zeros_like(x)
+    for node in range(len(indptr) - 1):
+        end = indptr[node + 1] - (1 if control == "last_edge" else 0)
+        for e in range(indptr[node], end):
+            out[node] += x[indices[e]]
+    return out, None
+
+
+EMULATIONS = {"bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32}
+
+
+@pytest.mark.parametrize("kernel", sorted(EMULATIONS))
+def test_float32_emulation_passes_and_every_emulated_control_is_caught(kernel):
+    spec, emulate = specs.load(kernel), EMULATIONS[kernel]
+    caught = {control: 0 for control in spec.mutations}
+    for shape in spec.correctness_shapes:
+        for pattern in spec.patterns:
+            inputs, ref, scale = case(spec, shape, pattern)
+            verdict = check_case(padded(*emulate(inputs)), ref, spec.tolerance, scale=scale)
+            assert verdict["passed"], (shape, pattern, verdict)
+            for control in spec.mutations:
+                caught[control] += not check_case(padded(*emulate(inputs, control)), ref, spec.tolerance, scale=scale)["passed"]
+    assert all(count > 0 for count in caught.values()), caught
+
+
+def test_references_match_hand_computation():
+    triangle = specs.load("triangle")
+    a = np.array([[[1.0], [2.0]], [[3.0], [4.0]]], dtype=np.float32)
+    # out[i, j] = sum_k a[i, k] a[j, k]: [[1+4, 3+8], [3+8, 9+16]]
+    assert triangle.reference({"a": a, "b": a})[:, :, 0].tolist() == [[5.0, 11.0], [11.0, 25.0]]
+
+    neighbor = specs.load("neighbor")
+    x = np.array([[1.0], [10.0], [100.0]], dtype=np.float32)
+    inputs = {"x": x, "indptr": np.array([0, 2, 2, 3], dtype=np.int32), "indices": np.array([1, 2, 0], dtype=np.int32)}
+    assert neighbor.reference(inputs)[:, 0].tolist() == [110.0, 0.0, 1.0]
+
+    gelu = specs.load("bias_gelu")
+    y = gelu.reference({"x": np.array([[0.0, 1.0]], dtype=np.float32), "bias": np.zeros(2, dtype=np.float32)})
+    # GELU_tanh(1) = 0.5 (1 + tanh(0.7978845608 * 1.044715)) = 0.8411919906
+    assert y[0, 0] == 0.0 and y[0, 1] == pytest.approx(0.8411919906082768, abs=1e-12)
+
+
+def test_neighbor_graph_is_fixed_by_the_node_count_and_has_isolated_nodes():
+    neighbor = specs.load("neighbor")
+    first = neighbor.make_inputs((100, 4), "normal", rng_for("a"))
+    second = neighbor.make_inputs((100, 4), "zeros", rng_for("b"))
+    np.testing.assert_array_equal(first["indptr"], second["indptr"])
+    np.testing.assert_array_equal(first["indices"], second["indices"])
+    degrees = np.diff(first["indptr"])
+    assert (degrees == 0).any() and degrees.max() <= 32
+    assert neighbor.bytes_moved((100, 4)) == 4 * (int(first["indptr"][-1]) * 5 + 101 + 400)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_bytes_and_flops_are_positive_and_grow_with_the_shape(kernel):
+    spec = specs.load(kernel)
+    small, large = (8,) * len(spec.dims), (64,) * len(spec.dims)
+    assert 0 < spec.bytes_moved(small) < spec.bytes_moved(large)
+    assert 0 < spec.flops(small) < spec.flops(large)
