@@ -23,7 +23,7 @@ NVCC = shutil.which("nvcc")
 
 
 def test_the_seed_operations_are_present():
-    assert {"rmsnorm", "bias_gelu", "triangle", "neighbor"} <= set(KERNELS)
+    assert {"rmsnorm", "matmul", "layernorm", "bias_gelu", "triangle", "neighbor"} <= set(KERNELS)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -80,7 +80,7 @@ def gelu32(z):
     return np.float32(0.5) * z * (np.float32(1) + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
 
 
-def bias_gelu32(inputs, control=None):
+def bias_gelu32(inputs, layout, control=None):
     z = inputs["x"] if control == "bias" else inputs["x"] + inputs["bias"]
     y = gelu32(z)
     unwritten = None
@@ -90,7 +90,7 @@ def bias_gelu32(inputs, control=None):
     return y, unwritten
 
 
-def triangle32(inputs, control=None):
+def triangle32(inputs, layout, control=None):
     a, b = inputs["a"], inputs["b"]
     if control == "last_k":
         a, b = a[:, :-1], b[:, :-1]
@@ -102,7 +102,7 @@ def triangle32(inputs, control=None):
     return out, None
 
 
-def neighbor32(inputs, control=None):
+def neighbor32(inputs, layout, control=None):
     x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
     out = x.copy() if control == "self" else np.zeros_like(x)
     for node in range(len(indptr) - 1):
@@ -112,7 +112,41 @@ def neighbor32(inputs, control=None):
     return out, None
 
 
-EMULATIONS = {"bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32}
+def layernorm32(inputs, layout, control=None):
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    cols = x.shape[1]
+    column = np.arange(cols)
+    kept = np.ones(cols, dtype=bool)
+    if control == "tree_width" and layout == "block":  # only threads 0..127 of 256 are summed
+        kept = column % 256 < 128
+    if control == "shuffle_width" and layout == "warp":  # only lanes 0..15 are summed
+        kept = (column // 4 if cols % 4 == 0 else column) % 32 < 16
+    n = np.float32(cols)
+    mean = np.where(kept, x, 0).sum(axis=1, dtype=np.float32, keepdims=True) / n
+    centred = x - mean
+    var = np.where(kept, centred * centred, 0).sum(axis=1, dtype=np.float32, keepdims=True) / n
+    rstd = np.float32(1) / np.sqrt(var + np.float32(1e-5))
+    return centred * rstd * w + (0 if control == "bias" else b), None
+
+
+def matmul32(inputs, layout, control=None):
+    a, b = inputs["a"], inputs["b"]
+    k = a.shape[1]
+    if control == "k_tail" and layout == "tile16":
+        full = k // 16 * 16
+        return a[:, :full] @ b[:full], None
+    if control == "overwrite" and layout == "reg4x4":  # only the last step of the last tile remains
+        last = (k - 1) // 32 * 32 + 31
+        return (np.outer(a[:, last], b[last]) if last < k else np.zeros((a.shape[0], b.shape[1]))), None
+    return a @ b, None
+
+
+EMULATIONS = {"bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32, "layernorm": layernorm32,
+              "matmul": matmul32}
+
+
+def test_every_kernel_folder_has_an_emulation():
+    assert set(EMULATIONS) == set(KERNELS) - {"rmsnorm"}  # rmsnorm's is in test_kernels.py
 
 
 @pytest.mark.parametrize("kernel", sorted(EMULATIONS))
@@ -122,14 +156,26 @@ def test_float32_emulation_passes_and_every_emulated_control_is_caught(kernel):
     for shape in spec.correctness_shapes:
         for pattern in spec.patterns:
             inputs, ref, scale = case(spec, shape, pattern)
-            verdict = check_case(padded(*emulate(inputs)), ref, spec.tolerance, scale=scale)
-            assert verdict["passed"], (shape, pattern, verdict)
-            for control in spec.mutations:
-                caught[control] += not check_case(padded(*emulate(inputs, control)), ref, spec.tolerance, scale=scale)["passed"]
+            for layout in spec.layouts:
+                verdict = check_case(padded(*emulate(inputs, layout)), ref, spec.tolerance, scale=scale)
+                assert verdict["passed"], (shape, pattern, layout, verdict)
+                for control in spec.mutations:
+                    mutated = padded(*emulate(inputs, layout, control))
+                    caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
     assert all(count > 0 for count in caught.values()), caught
 
 
 def test_references_match_hand_computation():
+    matmul = specs.load("matmul")
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    assert matmul.reference({"a": a, "b": a}).tolist() == [[7.0, 10.0], [15.0, 22.0]]
+
+    layernorm = specs.load("layernorm")
+    ones = np.ones(4, dtype=np.float32)
+    # Row [1, 2, 3, 4]: mean 2.5, variance 1.25, so y = (x - 2.5) / sqrt(1.25 + 1e-5).
+    y = layernorm.reference({"x": np.array([[1, 2, 3, 4]], dtype=np.float32), "weight": ones, "bias": 0 * ones})
+    np.testing.assert_allclose(y[0], (np.arange(1, 5) - 2.5) / np.sqrt(1.25 + 1e-5), rtol=1e-15)
+
     triangle = specs.load("triangle")
     a = np.array([[[1.0], [2.0]], [[3.0], [4.0]]], dtype=np.float32)
     # out[i, j] = sum_k a[i, k] a[j, k]: [[1+4, 3+8], [3+8, 9+16]]

@@ -145,7 +145,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     _require_checked(spec, args.layout, args.correctness, args.controls)
 
     cp = device.cupy()
-    kernel = device.compile_kernel(spec)
+    kernel = device.compile_kernel(spec, entry=spec.entry_of(args.layout))
     inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, args.shape, spec.timing_pattern))
     buffers = device.upload(inputs)
     out = cp.empty(spec.output_shape(shape), dtype=cp.float32)

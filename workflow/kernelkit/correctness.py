@@ -137,9 +137,13 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None)
     """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
     from kernelkit import device
 
-    kernel = device.compile_kernel(spec, mutation)
+    kernels: dict[str, Any] = {}
+    for layout in layouts:
+        entry = spec.entry_of(layout)
+        if entry not in kernels:
+            kernels[entry] = device.compile_kernel(spec, mutation, entry)
     return [
-        run_case(spec, kernel, layout, shape, pattern)
+        run_case(spec, kernels[spec.entry_of(layout)], layout, shape, pattern)
         for layout in layouts
         for shape in spec.correctness_shapes
         for pattern in spec.patterns

@@ -38,11 +38,12 @@ class CompiledKernel:
     attributes: dict[str, int]
 
 
-def compile_kernel(spec: KernelSpec, mutation: str | None = None) -> CompiledKernel:
-    """Compile the spec's source with NVRTC, applying a negative-control mutation if named."""
+def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | None = None) -> CompiledKernel:
+    """Compile one function (default: the spec's entry) of the spec's source with NVRTC,
+    applying a negative-control mutation if named."""
     cp = cupy()
     source = spec.source_text(mutation)
-    function = cp.RawKernel(source, spec.entry, options=tuple(spec.compile_options))
+    function = cp.RawKernel(source, entry or spec.entry, options=tuple(spec.compile_options))
     # Reading the attributes compiles and loads the kernel now, outside any timed interval.
     attributes = {
         name: int(value)

@@ -104,6 +104,10 @@ class KernelSpec:
             raise KitError(f"layout '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.layouts)}")
         return self.layouts[name]
 
+    def entry_of(self, layout: str) -> str:
+        """The kernel function a layout launches: its own `entry`, else the spec's."""
+        return str(self.layout(layout).get("entry", self.entry))
+
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:
             raise KitError(
