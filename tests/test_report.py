@@ -165,3 +165,19 @@ def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
     page = target.read_text()
     for fragment in ("Timing samples", "Timings", "Report", "Environment", "rep1.json", "rmsnorm.svg", "summary.csv"):
         assert fragment in page
+
+
+def test_throughput_and_resources_trace_to_the_timing_files():
+    run = report.Run(RUN)
+    rows = {(r[0], r[1]): r for r in report.throughput_rows(run, "rmsnorm")}
+    assert len(rows) == 18
+    records = [r for r in run.timings if (r["shape"], r["layout"]) == ("16384x8193", "t256")]
+    median_us = statistics.median(s for r in records for s in r["samples_us"])
+    shape, layout, median, gbps, gflops = rows[("16384x8193", "t256")]
+    assert float(median) == pytest.approx(median_us, abs=5e-4)
+    assert float(gbps) == pytest.approx(records[0]["bytes_moved"] / (median_us * 1e-6) / 1e9, abs=0.05)
+    assert float(gflops) == pytest.approx(records[0]["flops"] / (median_us * 1e-6) / 1e9, abs=0.05)
+    resources = {row[0]: row for row in report.resource_rows(run, "rmsnorm")}
+    assert set(resources) == {"t32", "t256"}
+    assert resources["t256"][3] == 1024 and resources["t32"][3] == 128  # dynamic shared = threads * 4 bytes
+    assert resources["t256"][6] == "256" and resources["t32"][1] == records[0]["kernel_attributes"]["num_regs"]

@@ -211,6 +211,35 @@ def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
     return result
 
 
+def throughput_rows(run: Run, kernel: str) -> list[list[str]]:
+    """Per shape and layout: pooled median, and bytes / median and FLOPs / median."""
+    pooled: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel:
+            entry = pooled.setdefault((record["shape"], record["layout"]), {"samples": [], "record": record})
+            entry["samples"] += record["samples_us"]
+    rows = []
+    for (shape, layout), entry in sorted(pooled.items(), key=lambda i: (natural_key(i[0][0]), natural_key(i[0][1]))):
+        median_s = float(pd.Series(entry["samples"]).median()) * 1e-6
+        record = entry["record"]
+        rows.append([shape, layout, f"{median_s * 1e6:.3f}", f"{record['bytes_moved'] / median_s / 1e9:.1f}",
+                     f"{record['flops'] / median_s / 1e9:.1f}"])
+    return rows
+
+
+def resource_rows(run: Run, kernel: str) -> list[list[Any]]:
+    """One row per layout; a layout whose targets disagree (they should not) shows every variant."""
+    seen: dict[str, set[tuple]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel:
+            attributes, launch = record["kernel_attributes"], record["launch"]
+            seen.setdefault(record["layout"], set()).add((
+                attributes.get("num_regs", "n/a"), attributes.get("shared_size_bytes", "n/a"),
+                launch["shared_mem_bytes"], attributes.get("local_size_bytes", "n/a"),
+                attributes.get("max_threads_per_block", "n/a"), "x".join(map(str, launch["block"]))))
+    return [[layout, *variant] for layout in sorted(seen, key=natural_key) for variant in sorted(seen[layout])]
+
+
 def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
     sections = [doc.Section("Timings", [doc.Paragraph(
         "Median per-launch time in microseconds with the minimum and maximum sample, per repeat.")])]
@@ -226,6 +255,14 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
             rows.append([shape, layout] + [cells.get(int(r), "missing") for r in repeats])
         blocks: list[doc.Block] = [figures[kernel]] if kernel in figures else []
         blocks.append(doc.Table(["Shape", "Layout"] + [f"rep{r} median [min, max]" for r in repeats], rows))
+        blocks.append(doc.Paragraph(
+            "Achieved rates from the median of all repeats' samples, using the bytes and FLOPs the spec counts "
+            "(compulsory traffic, not measured traffic):"))
+        blocks.append(doc.Table(["Shape", "Layout", "Median (us)", "GB/s", "GFLOP/s"], throughput_rows(run, kernel)))
+        blocks.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
+        blocks.append(doc.Table(
+            ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
+             "Max threads per block", "Block"], resource_rows(run, kernel)))
         blocks.append(doc.Paragraph(
             "Faster layout per shape; the margin is the runner-up's median divided by the winner's:"))
         blocks.append(doc.Table(
