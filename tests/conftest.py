@@ -42,6 +42,21 @@ def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+def padded_output(y, unwritten=None):
+    """The raw bits a correctness launch leaves: [guard | output | guard], with `unwritten`
+    output elements still holding the sentinel, as a kernel that skipped them would."""
+    import numpy as np
+
+    from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS
+
+    bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
+    body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()
+    if unwritten is not None:
+        body[np.asarray(unwritten).reshape(-1)] = SENTINEL_BITS
+    bits[GUARD_ELEMENTS : GUARD_ELEMENTS + y.size] = body
+    return bits
+
+
 def job_counts(output: str) -> dict[str, int]:
     """The 'Job stats' table of a Snakemake dry run, as {rule: count}."""
     table = output.split("Job stats:")[1].split("\n\n")[0]

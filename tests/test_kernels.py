@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import padded_output
+
 from kernelkit import spec as specs
-from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS, check_case
+from kernelkit.correctness import GUARD_ELEMENTS, check_case
 from kernelkit.inputs import PATTERNS, pattern_array, rng_for
 
 RMSNORM = specs.load("rmsnorm")
@@ -65,15 +67,6 @@ def emulate(x: np.ndarray, w: np.ndarray, eps: float | None = 1e-5) -> np.ndarra
     return y
 
 
-def padded_bits(y: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
-    bits = np.full(GUARD_ELEMENTS * 2 + y.size, SENTINEL_BITS, dtype=np.uint32)
-    body = y.astype(np.float32).reshape(-1).view(np.uint32).copy()
-    if unwritten is not None:
-        body[unwritten.reshape(-1)] = SENTINEL_BITS
-    bits[GUARD_ELEMENTS : GUARD_ELEMENTS + y.size] = body
-    return bits
-
-
 def case(shape, pattern):
     inputs = RMSNORM.make_inputs(shape, pattern, rng_for("rmsnorm", shape, pattern))
     return inputs, RMSNORM.reference(inputs)
@@ -83,14 +76,14 @@ def case(shape, pattern):
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_float32_emulation_passes_every_case(shape, pattern):
     inputs, ref = case(shape, pattern)
-    verdict = check_case(padded_bits(emulate(inputs["x"], inputs["weight"])), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(emulate(inputs["x"], inputs["weight"])), ref, RMSNORM.tolerance)
     assert verdict["passed"], verdict
     assert verdict["max_abs_error"] < 1e-5
 
 
 def test_epsilon_mutation_is_caught_as_nan_on_zeros():
     inputs, ref = case((8, 33), "zeros")
-    verdict = check_case(padded_bits(emulate(inputs["x"], inputs["weight"], eps=None)), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(emulate(inputs["x"], inputs["weight"], eps=None)), ref, RMSNORM.tolerance)
     assert not verdict["passed"]
     assert verdict["symptom"] == "NaN in 264 and Inf in 0 output elements"
     assert verdict["nonfinite"] == 264
@@ -101,7 +94,7 @@ def test_tail_mutation_is_caught_as_sentinel_left():
     y = emulate(inputs["x"], inputs["weight"])
     unwritten = np.zeros(y.shape, dtype=bool)
     unwritten[:, -1] = True
-    verdict = check_case(padded_bits(y, unwritten), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(y, unwritten), ref, RMSNORM.tolerance)
     assert not verdict["passed"]
     assert verdict["symptom"] == "sentinel left in 8 output elements"
     assert verdict["worst_flat_index"] == 30  # row 0, last column
@@ -109,19 +102,19 @@ def test_tail_mutation_is_caught_as_sentinel_left():
 
 def test_a_zero_output_fails_even_where_values_are_tiny():
     inputs, ref = case((8, 127), "small")
-    verdict = check_case(padded_bits(np.zeros_like(ref)), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(np.zeros_like(ref)), ref, RMSNORM.tolerance)
     assert not verdict["passed"] and "error above tolerance" in verdict["symptom"]
 
 
 def test_guard_overwrite_and_small_errors_are_caught():
     inputs, ref = case((8, 33), "normal")
-    bits = padded_bits(emulate(inputs["x"], inputs["weight"]))
+    bits = padded_output(emulate(inputs["x"], inputs["weight"]))
     bits[GUARD_ELEMENTS + ref.size] = np.float32(0).view(np.uint32)  # one write past the end
     assert check_case(bits, ref, RMSNORM.tolerance)["symptom"] == "1 guard elements overwritten"
 
     off = emulate(inputs["x"], inputs["weight"]).copy()
     off[3, 5] += 1e-3
-    verdict = check_case(padded_bits(off), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(off), ref, RMSNORM.tolerance)
     assert verdict["symptom"] == "error above tolerance in 1 output elements"
     assert verdict["worst_flat_index"] == 3 * 33 + 5
 

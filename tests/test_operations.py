@@ -13,8 +13,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from conftest import padded_output
+
 from kernelkit import spec as specs
-from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS, check_case
+from kernelkit.correctness import check_case
 from kernelkit.inputs import rng_for
 from kernelkit.spec import shape_name
 
@@ -55,21 +57,12 @@ def case(spec, shape, pattern):
     return inputs, spec.reference(inputs), scale
 
 
-def padded(y, unwritten=None):
-    bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
-    body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()
-    if unwritten is not None:
-        body[np.asarray(unwritten).reshape(-1)] = SENTINEL_BITS
-    bits[GUARD_ELEMENTS : GUARD_ELEMENTS + y.size] = body
-    return bits
-
-
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_an_all_zero_output_fails_the_normal_cases(kernel):
     spec = specs.load(kernel)
     for shape in spec.correctness_shapes:
         inputs, ref, scale = case(spec, shape, "normal")
-        verdict = check_case(padded(np.zeros_like(ref)), ref, spec.tolerance, scale=scale)
+        verdict = check_case(padded_output(np.zeros_like(ref)), ref, spec.tolerance, scale=scale)
         assert not verdict["passed"], (shape, verdict)
 
 
@@ -157,10 +150,10 @@ def test_float32_emulation_passes_and_every_emulated_control_is_caught(kernel):
         for pattern in spec.patterns:
             inputs, ref, scale = case(spec, shape, pattern)
             for layout in spec.layouts:
-                verdict = check_case(padded(*emulate(inputs, layout)), ref, spec.tolerance, scale=scale)
+                verdict = check_case(padded_output(*emulate(inputs, layout)), ref, spec.tolerance, scale=scale)
                 assert verdict["passed"], (shape, pattern, layout, verdict)
                 for control in spec.mutations:
-                    mutated = padded(*emulate(inputs, layout, control))
+                    mutated = padded_output(*emulate(inputs, layout, control))
                     caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
     assert all(count > 0 for count in caught.values()), caught
 

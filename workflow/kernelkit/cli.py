@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kernelkit import KitError, spec as specs
+from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 from kernelkit.results import read_json, write_json_atomic, write_text_atomic
 
 
@@ -137,6 +138,7 @@ def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str,
 def cmd_time(args: argparse.Namespace) -> int:
     from kernelkit import device, environment, timing
     from kernelkit.inputs import rng_for
+    from kernelkit.stats import summarize
 
     spec = specs.load(args.kernel)
     layout = spec.layout(args.layout)
@@ -185,8 +187,8 @@ def cmd_time(args: argparse.Namespace) -> int:
             "nvml_after": after,
         },
     )
-    median = sorted(samples)[len(samples) // 2]
-    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: median {median:.3f} us over {len(samples)} samples")
+    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: median {summarize(samples).median:.3f} us "
+          f"over {len(samples)} samples")
     return 0
 
 
@@ -294,8 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("diff", help="compare two run directories; exit 2 on unusable input")
     p.add_argument("run_a")
     p.add_argument("run_b")
-    p.add_argument("--threshold", type=float, default=0.02, help="SAME when B/A lies within 1 +- this (default 0.02)")
-    p.add_argument("--confidence", type=float, default=0.95, help="family-wise confidence of the intervals")
+    p.add_argument("--threshold", type=float, default=DIFF_THRESHOLD,
+                   help=f"SAME when B/A lies within 1 +- this (default {DIFF_THRESHOLD})")
+    p.add_argument("--confidence", type=float, default=DIFF_CONFIDENCE,
+                   help=f"family-wise confidence of the intervals (default {DIFF_CONFIDENCE})")
     p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
     p.add_argument("--markdown", help="write the Markdown here instead of standard output")
     p.add_argument("--html", help="also write a self-contained HTML page")

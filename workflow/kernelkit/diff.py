@@ -15,8 +15,8 @@ from typing import Any
 
 from kernelkit import KitError
 from kernelkit import document as doc
-from kernelkit.results import read_json
-from kernelkit.stats import RatioInterval, process_order, ratio_interval, verdict
+from kernelkit.results import read_json, run_result_files
+from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, process_order, ratio_interval, verdict
 from kernelkit.summary import natural_key
 
 ENVIRONMENT_FIELDS = [
@@ -53,7 +53,7 @@ def load_run(path: str | Path) -> RunFiles:
     if not root.is_dir():
         raise KitError(f"run directory {root} does not exist")
     timings = {}
-    for file in sorted(root.glob("timing/*/*/*/rep*.json")):
+    for file in run_result_files(root, "timing"):
         record = read_json(file)
         try:
             timings[(record["kernel"], record["shape"], record["layout"], int(record["repeat"]))] = record
@@ -66,9 +66,9 @@ def load_run(path: str | Path) -> RunFiles:
     return RunFiles(
         dir=root,
         environment=read_json(root / "environment.json"),
-        correctness={(r["kernel"], layout): r for r in map(read_json, sorted(root.glob("correctness/*/*.json")))
+        correctness={(r["kernel"], layout): r for r in map(read_json, run_result_files(root, "correctness"))
                      for layout in r.get("layouts", [])},
-        controls={(r["kernel"], r["control"]): r for r in map(read_json, sorted(root.glob("controls/*/*.json")))},
+        controls={(r["kernel"], r["control"]): r for r in map(read_json, run_result_files(root, "controls"))},
         timings=timings,
     )
 
@@ -123,7 +123,9 @@ def _sort_key(key: tuple) -> tuple:
     return tuple(natural_key(str(part)) for part in key)
 
 
-def compare(a: RunFiles, b: RunFiles, threshold: float = 0.02, confidence: float = 0.95, seed: int = 0) -> DiffResult:
+def compare(
+    a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE, seed: int = 0
+) -> DiffResult:
     result = DiffResult(a, b, threshold, confidence)
     for label, path in ENVIRONMENT_FIELDS:
         value_a, value_b = _lookup(a.environment, path), _lookup(b.environment, path)
@@ -134,24 +136,15 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = 0.02, confidence: float
         result.environment.append(("SM clock seen around timed targets (MHz)", range_a, range_b))
 
     shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)
-    changed_configs: dict[tuple[str, str, str], list[str]] = {}
+    changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
     for key in shared:
         ra, rb = a.timings[key], b.timings[key]
-        what = []
-        if ra["source_sha256"] != rb["source_sha256"]:
-            what.append(f"source {ra['source_sha256'][:12]} -> {rb['source_sha256'][:12]}")
-        if ra["compile_options"] != rb["compile_options"]:
-            what.append(f"compile options {ra['compile_options']} -> {rb['compile_options']}")
-        if ra["method"] != rb["method"]:
-            what.append(f"method {ra['method']} -> {rb['method']}")
-        if what:
-            changed_configs.setdefault(_config_key(key), [])
-            for item in what:
-                if item not in changed_configs[_config_key(key)]:
-                    changed_configs[_config_key(key)].append(item)
-    result.source_changes = [
-        (" ".join(k), "; ".join(v)) for k, v in sorted(changed_configs.items(), key=lambda i: _sort_key(i[0]))
-    ]
+        for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
+                                         ("method", "method", None)):
+            if ra[field_name] != rb[field_name]:
+                before, after = (str(r[field_name])[:short] for r in (ra, rb))
+                changed_configs.setdefault(_config_key(key), {})[f"{label} {before} -> {after}"] = None
+    result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
 
     for key in sorted(set(a.correctness) | set(b.correctness), key=_sort_key):
         pa, pb = (side.correctness.get(key, {}).get("passed", "missing") for side in (a, b))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
-from kernelkit.results import read_json
+from kernelkit.results import read_json, run_result_files
 from kernelkit.summary import natural_key, summarize_records
 
 
@@ -25,9 +25,9 @@ class Run:
         self.name = self.dir.name
         self.config = read_json(self.dir / "config.json")
         self.environment = read_json(self.dir / "environment.json")
-        self.correctness = [read_json(p) for p in sorted(self.dir.glob("correctness/*/*.json"))]
-        self.controls = [read_json(p) for p in sorted(self.dir.glob("controls/*/*.json"))]
-        self.timings = [read_json(p) for p in sorted(self.dir.glob("timing/*/*/*/rep*.json"))]
+        self.correctness = [read_json(p) for p in run_result_files(self.dir, "correctness")]
+        self.controls = [read_json(p) for p in run_result_files(self.dir, "controls")]
+        self.timings = [read_json(p) for p in run_result_files(self.dir, "timing")]
         self.table = summarize_records(self.timings)
 
     @property

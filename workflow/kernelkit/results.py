@@ -54,6 +54,12 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise KitError(f"result file {path} is not valid JSON ({error.msg} at line {error.lineno})") from None
 
 
+def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
+    """The result files of one kind ('timing', 'correctness', 'controls') in a run directory, sorted."""
+    pattern = {"timing": "timing/*/*/*/rep*.json", "correctness": "correctness/*/*.json", "controls": "controls/*/*.json"}
+    return sorted(Path(run_dir).glob(pattern[kind]))
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -17,6 +17,11 @@ from typing import Sequence
 import numpy as np
 
 
+# Defaults of a comparison of two runs: SAME within +-2%, 95% confidence for the whole table.
+DIFF_THRESHOLD = 0.02
+DIFF_CONFIDENCE = 0.95
+
+
 @dataclass(frozen=True)
 class SampleSummary:
     n: int

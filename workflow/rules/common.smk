@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 from kernelkit import KitError
 from kernelkit import config as kit_config
 from kernelkit import spec as kit_spec
+from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 
 try:
     kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
@@ -21,7 +22,7 @@ except KitError as error:
 RUN = config["run"]
 TIMING = config["timing"]
 KERNELS = config["kernels"]
-DIFF = {"threshold": 0.02, "confidence": 0.95, **config.get("diff", {})}
+DIFF = {"threshold": DIFF_THRESHOLD, "confidence": DIFF_CONFIDENCE, **config.get("diff", {})}
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
