@@ -109,3 +109,77 @@ def test_every_kernel_folder_passes_and_catches_its_controls(kernel):
     assert all(case.passed for case in cases), [c for c in cases if not c.passed][:3]
     for control in spec.mutations:
         assert any(not case.passed for case in run_suite(spec, list(spec.layouts), control)), control
+
+
+BASELINES = [(kernel, layout) for kernel in specs.available() for layout in specs.load(kernel).baselines]
+
+
+@pytest.mark.parametrize("kernel,layout", BASELINES)
+def test_every_library_baseline_passes_the_same_correctness_cases(kernel, layout):
+    from kernelkit import library
+    from kernelkit.correctness import run_suite
+
+    spec = specs.load(kernel)
+    reason = library.missing_reason(spec.baselines[layout].package)
+    if reason:
+        pytest.skip(f"baseline skipped: {reason}")
+    cases = run_suite(spec, [layout])
+    assert cases and all(case.passed for case in cases), [c for c in cases if not c.passed][:3]
+
+
+def _matmul_call(layout):
+    from kernelkit import device
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load("matmul")
+    shape = (256, 256, 256)
+    buffers = device.upload(spec.make_inputs(shape, "normal", rng_for("gpu-test")))
+    out = device.cupy().empty((256, 256), dtype="float32")
+    return device.implementation(spec, layout, shape, buffers, out)
+
+
+def test_kernel_time_falls_back_to_events_where_capture_is_refused():
+    from kernelkit.timing import GraphReplayMethod, kernel_time_samples
+
+    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=4)
+    samples, used = kernel_time_samples(_matmul_call("cupy").call, method)  # CuPy refuses to capture cuBLAS
+    assert used["name"] == "back_to_back_events" and "cuBLAS" in used["capture_error"]
+    assert len(samples) == 4 and all(0 < s < 10_000 for s in samples)
+    samples, used = kernel_time_samples(_matmul_call("reg4x4").call, method)
+    assert used == {"name": "cuda_graph_replay", "launches_per_sample": 8}
+
+
+def test_span_rounds_rotate_the_order_and_keep_every_sample():
+    from kernelkit.timing import SpanMethod, span_samples
+
+    calls = {layout: _matmul_call(layout).call for layout in ("tile16", "reg4x4", "cupy")}
+    samples = span_samples(calls, SpanMethod(warmup_calls=1, rounds=3, samples_per_round=5))
+    assert set(samples) == set(calls)
+    for layout, values in samples.items():
+        assert [s["round"] for s in values] == [0] * 5 + [1] * 5 + [2] * 5
+        assert all(0 < s["us"] < 100_000 for s in values)
+
+
+def test_time_and_span_commands_record_a_baseline(tmp_path):
+    paths = {}
+    for layout in ("reg4x4", "cupy"):
+        paths[layout] = str(tmp_path / f"{layout}.json")
+        assert main(["correctness", "--kernel", "matmul", "--layout", layout, "--output", paths[layout]]) == 0
+    controls = []
+    for control in sorted(specs.load("matmul").mutations):
+        controls.append(str(tmp_path / f"{control}.json"))
+        assert main(["control", "--kernel", "matmul", "--control", control, "--layout", "tile16", "--layout", "reg4x4",
+                     "--output", controls[-1]]) == 0
+    timing = tmp_path / "rep1.json"
+    assert main(["time", "--kernel", "matmul", "--shape", "512x512x512", "--layout", "cupy", "--samples", "3",
+                 "--correctness", paths["cupy"], "--controls", *controls, "--output", str(timing)]) == 0
+    record = read_json(timing)
+    assert record["method_used"]["name"] == "back_to_back_events"
+    assert record["library"]["package"] == "cupy" and record["kernel_attributes"] == {}
+    span = tmp_path / "span.json"
+    assert main(["span", "--kernel", "matmul", "--shape", "512x512x512", "--layout", "reg4x4", "--correctness",
+                 paths["reg4x4"], "--layout", "cupy", "--correctness", paths["cupy"], "--controls", *controls,
+                 "--rounds", "2", "--samples", "3", "--output", str(span)]) == 0
+    record = read_json(span)
+    assert set(record["layouts"]) == {"reg4x4", "cupy"} and len(record["layouts"]["cupy"]["samples"]) == 6
+    assert record["layouts"]["reg4x4"]["kernel_attributes"]["num_regs"] > 0

@@ -18,9 +18,11 @@ def good():
 
 def test_plan_times_every_configuration_once_per_repeat(good):
     plan = kit_config.timing_plan(good)
-    assert len(plan) == 9 * 2 * 2
+    # rmsnorm 9 shapes x 2 layouts; matmul and layernorm 2 x 5; bias_gelu 2 x 4; triangle and neighbor 1 x 4.
+    configurations = 18 + 10 + 10 + 8 + 4 + 4
+    assert len(plan) == configurations * 2
     assert len({t.key for t in plan}) == len(plan)
-    assert [t.repeat for t in plan] == [1] * 18 + [2] * 18
+    assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations
     for repeat in (1, 2):
         assert {(t.kernel, t.shape, t.layout) for t in plan if t.repeat == repeat} == set(kit_config.configurations(good))
 
@@ -51,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "correctness": 2, "negative_control": 2,
-        "timing": 36, "summary": 1, "figure": 1, "report": 1, "all": 1, "total": 46,
+        "run_config": 1, "environment": 1, "correctness": 24, "negative_control": 13, "span": 16,
+        "timing": 108, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 172,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -63,6 +65,16 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     first = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:(?!(?:local)?rule ).*\n)*?\s+priority: (\d+)", done.stdout, re.M))
     first = {rule: int(priority) for rule, priority in first.items()}
     assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
+    # Spans of a repeat come after its timed targets and before the next repeat's.
+    # (A job block without a priority line has priority 0.)
+    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
+    spans = [(int(re.search(r"span/\w+/\w+/rep(\d+)\.json", b).group(1)), int((re.search(r"priority: (\d+)", b) or [0, 0])[1]))
+             for b in blocks if b.startswith("rule span:")]
+    assert len(spans) == 16
+    for repeat, priority in spans:
+        same = [int(j[4]) for j in jobs if int(j[3]) == repeat]
+        later = [int(j[4]) for j in jobs if int(j[3]) > repeat]
+        assert max(later, default=-1) < priority < min(same)
 
 
 def test_naming_one_timing_target_builds_only_what_it_needs():

@@ -11,7 +11,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+from kernelkit import library
+from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 THREADS = 256
 
@@ -36,6 +37,30 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
     rows, cols = shape
     return (buffers["x"], buffers["bias"], out, np.int64(rows * cols), np.int32(cols))
+
+
+def cupy_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["x"])
+    x, bias = buffers["x"], buffers["bias"]
+
+    def call():
+        z = x + bias
+        return 0.5 * z * (1.0 + xp.tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)))
+
+    return call
+
+
+def torch_call(buffers: Mapping[str, Any], shape: Shape):
+    import torch
+
+    t = library.torch_views(buffers)
+    return lambda: torch.nn.functional.gelu(t["x"] + t["bias"], approximate="tanh")
+
+
+def triton_call(buffers: Mapping[str, Any], shape: Shape):
+    kernels = library.kernel_module(__file__, "triton_bias_gelu.py")
+    t = library.torch_views(buffers)
+    return lambda: kernels.bias_gelu(t["x"], t["bias"])
 
 
 SPEC = KernelSpec(
@@ -66,4 +91,9 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (2 * shape[0] * shape[1] + shape[1]),
     # add, z^3 (2), fma-style inner (3), tanh counted as 1, final (3): 10 per element.
     flops=lambda shape: 10 * shape[0] * shape[1],
+    baselines={
+        "cupy": Baseline("cupy", "CuPy elementwise expressions of the tanh form (one kernel per operator)", cupy_call),
+        "torch": Baseline("torch", "x + b, then torch.nn.functional.gelu(approximate='tanh')", torch_call),
+        "triton": Baseline("triton", "triton_bias_gelu.py: one fused elementwise kernel", triton_call),
+    },
 )

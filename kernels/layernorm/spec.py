@@ -13,7 +13,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+from kernelkit import library
+from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 EPS = 1e-5
 WARPS_PER_BLOCK = 8
@@ -50,6 +51,31 @@ def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
     return (buffers["x"], buffers["weight"], buffers["bias"], out, np.int32(rows), np.int32(cols), np.float32(EPS))
 
 
+def cupy_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["x"])
+    x, weight, bias = buffers["x"], buffers["weight"], buffers["bias"]
+
+    def call():
+        centred = x - x.mean(axis=1, keepdims=True)
+        var = (centred * centred).mean(axis=1, keepdims=True)
+        return centred / xp.sqrt(var + EPS) * weight + bias
+
+    return call
+
+
+def torch_call(buffers: Mapping[str, Any], shape: Shape):
+    import torch
+
+    t = library.torch_views(buffers)
+    return lambda: torch.nn.functional.layer_norm(t["x"], (shape[1],), t["weight"], t["bias"], EPS)
+
+
+def triton_call(buffers: Mapping[str, Any], shape: Shape):
+    kernels = library.kernel_module(__file__, "triton_layernorm.py")
+    t = library.torch_views(buffers)
+    return lambda: kernels.layernorm(t["x"], t["weight"], t["bias"], EPS)
+
+
 SPEC = KernelSpec(
     name="layernorm",
     source="layernorm.cu",
@@ -84,4 +110,9 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (2 * shape[0] * shape[1] + 2 * shape[1]),
     # sum (1), centre and square (3), normalise and scale (4) per element.
     flops=lambda shape: 8 * shape[0] * shape[1],
+    baselines={
+        "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
+        "torch": Baseline("torch", "torch.nn.functional.layer_norm", torch_call),
+        "triton": Baseline("triton", "triton_layernorm.py: a program per row, the row in registers", triton_call),
+    },
 )

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+from kernelkit import library
+from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 
 def make_inputs(shape: Shape, pattern: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -39,6 +40,24 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
     m, n, k = shape
     return (buffers["a"], buffers["b"], out, np.int32(m), np.int32(n), np.int32(k))
+
+
+def cupy_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["a"])
+    return lambda: xp.matmul(buffers["a"], buffers["b"])
+
+
+def torch_call(buffers: Mapping[str, Any], shape: Shape):
+    import torch
+
+    t = library.torch_views(buffers)
+    return lambda: torch.matmul(t["a"], t["b"])
+
+
+def triton_call(buffers: Mapping[str, Any], shape: Shape):
+    kernels = library.kernel_module(__file__, "triton_matmul.py")
+    t = library.torch_views(buffers)
+    return lambda: kernels.matmul(t["a"], t["b"])
 
 
 SPEC = KernelSpec(
@@ -73,4 +92,9 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
     flops=lambda shape: 2 * shape[0] * shape[1] * shape[2],
     error_scale=error_scale,
+    baselines={
+        "cupy": Baseline("cupy", "cupy.matmul (cuBLAS SGEMM)", cupy_call),
+        "torch": Baseline("torch", "torch.matmul (cuBLAS, TF32 off)", torch_call),
+        "triton": Baseline("triton", "triton_matmul.py: 64x64 tiles, K step 32, IEEE FP32 dot", triton_call),
+    },
 )

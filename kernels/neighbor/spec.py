@@ -8,12 +8,14 @@ written (the sentinel check fails an unwritten zero).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
 from kernelkit.inputs import pattern_array, rng_for
-from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+from kernelkit import library
+from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 THREADS = 256
 AVERAGE_DEGREE = 16
@@ -64,6 +66,32 @@ def bytes_moved(shape: Shape) -> int:
     return 4 * (edges * features + edges + nodes + 1 + nodes * features)
 
 
+def cupy_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["x"])
+    nodes = shape[0]
+    ones = xp.ones(buffers["indices"].shape, dtype=xp.float32)
+    adjacency = library.sparse_module(buffers["x"]).csr_matrix((ones, buffers["indices"], buffers["indptr"]), shape=(nodes, nodes))
+    return lambda: adjacency @ buffers["x"]
+
+
+def torch_call(buffers: Mapping[str, Any], shape: Shape):
+    import torch
+
+    t = library.torch_views(buffers)
+    nodes = shape[0]
+    values = torch.ones(t["indices"].shape, dtype=torch.float32, device=t["x"].device)
+    with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+        warnings.simplefilter("ignore", UserWarning)
+        adjacency = torch.sparse_csr_tensor(t["indptr"], t["indices"], values, size=(nodes, nodes))
+    return lambda: torch.sparse.mm(adjacency, t["x"])
+
+
+def triton_call(buffers: Mapping[str, Any], shape: Shape):
+    kernels = library.kernel_module(__file__, "triton_neighbor.py")
+    t = library.torch_views(buffers)
+    return lambda: kernels.neighbor_sum(t["x"], t["indptr"], t["indices"])
+
+
 SPEC = KernelSpec(
     name="neighbor",
     source="neighbor.cu",
@@ -91,4 +119,9 @@ SPEC = KernelSpec(
     bytes_moved=bytes_moved,
     flops=lambda shape: int(graph(shape[0])[0][-1]) * shape[1],
     error_scale=error_scale,
+    baselines={
+        "cupy": Baseline("cupy", "cupyx.scipy.sparse CSR adjacency @ x (cuSPARSE SpMM)", cupy_call),
+        "torch": Baseline("torch", "torch.sparse.mm(CSR adjacency, x) (cuSPARSE)", torch_call),
+        "triton": Baseline("triton", "triton_neighbor.py: a program per (node, 128 features), walking its edges", triton_call),
+    },
 )

@@ -11,7 +11,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit.spec import KernelSpec, Launch, Mutation, Shape, Tolerance
+from kernelkit import library
+from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 THREADS = 256
 
@@ -37,6 +38,24 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
     n, channels = shape
     return (buffers["a"], buffers["b"], out, np.int32(n), np.int32(channels))
+
+
+def cupy_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["a"])
+    return lambda: xp.einsum("ikc,jkc->ijc", buffers["a"], buffers["b"])
+
+
+def torch_call(buffers: Mapping[str, Any], shape: Shape):
+    import torch
+
+    t = library.torch_views(buffers)
+    return lambda: torch.einsum("ikc,jkc->ijc", t["a"], t["b"])
+
+
+def triton_call(buffers: Mapping[str, Any], shape: Shape):
+    kernels = library.kernel_module(__file__, "triton_triangle.py")
+    t = library.torch_views(buffers)
+    return lambda: kernels.triangle(t["a"], t["b"])
 
 
 SPEC = KernelSpec(
@@ -66,4 +85,9 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * 3 * shape[0] ** 2 * shape[1],
     flops=lambda shape: 2 * shape[0] ** 3 * shape[1],
     error_scale=error_scale,
+    baselines={
+        "cupy": Baseline("cupy", "cupy.einsum('ikc,jkc->ijc') (transposes + batched cuBLAS)", cupy_call),
+        "torch": Baseline("torch", "torch.einsum('ikc,jkc->ijc') (transposes + batched cuBLAS, TF32 off)", torch_call),
+        "triton": Baseline("triton", "triton_triangle.py: a program per (i, 32 j, 32 c), sum over k", triton_call),
+    },
 )

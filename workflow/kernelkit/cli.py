@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
-from kernelkit.results import read_json, write_json_atomic, write_text_atomic
+from kernelkit.results import read_json, split_skipped, write_json_atomic, write_text_atomic
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -55,19 +55,40 @@ def _print_cases(cases: list[Any]) -> None:
         )
 
 
+def _skipped_baselines(spec: specs.KernelSpec, layouts: list[str]) -> dict[str, str]:
+    """Baseline layouts whose package cannot run here, with the reason; nothing else is skipped."""
+    from kernelkit import library
+
+    skipped = {}
+    for layout in layouts:
+        if spec.is_baseline(layout):
+            reason = library.missing_reason(spec.baselines[layout].package)
+            if reason:
+                skipped[layout] = reason
+    return skipped
+
+
 def cmd_correctness(args: argparse.Namespace) -> int:
     from kernelkit import correctness
 
     spec = specs.load(args.kernel)
-    layouts = args.layout or list(spec.layouts)
+    layouts = args.layout or list(spec.all_layouts)
     for layout in layouts:
         spec.layout(layout)
     if args.negative_control:
         spec.mutation(args.negative_control)
-    cases = correctness.run_suite(spec, layouts, args.negative_control)
+        baselines = [layout for layout in layouts if spec.is_baseline(layout)]
+        if baselines:
+            raise KitError(f"negative controls mutate the CUDA source; the library layouts {', '.join(baselines)} have none")
+    skipped = _skipped_baselines(spec, layouts)
+    for layout, reason in skipped.items():
+        print(f"skipped {layout}: {reason}")
+    layouts = [layout for layout in layouts if layout not in skipped]
+    cases = correctness.run_suite(spec, layouts, args.negative_control) if layouts else []
     _print_cases(cases)
     record = correctness.suite_record(spec, cases, args.negative_control)
     record["layouts"] = layouts
+    record["skipped"] = skipped
     record["negative_control"] = args.negative_control
     failed = record["failed_count"]
     if args.negative_control:
@@ -80,8 +101,9 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:
-        write_json_atomic(args.output, {**record, "passed": True})
-    print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
+        write_json_atomic(args.output, {**record, "passed": bool(layouts)})
+    if layouts:
+        print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
     return 0
 
 
@@ -91,7 +113,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     spec = specs.load(args.kernel)
     mutation = spec.mutation(args.control)
     for layout in args.layout:
-        spec.layout(layout)
+        if spec.is_baseline(layout):
+            raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
     cases = correctness.run_suite(spec, args.layout, args.control)
     record = correctness.suite_record(spec, cases, args.control)
     caught = [case for case in record["cases"] if not case["passed"]]
@@ -117,9 +140,14 @@ def cmd_control(args: argparse.Namespace) -> int:
     return 0
 
 
-def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> None:
-    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source."""
+def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> str | None:
+    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source.
+
+    Returns the reason when the layout was skipped (its library is missing here), else None.
+    """
     record = read_json(correctness_file)
+    if layout in record.get("skipped", {}):
+        return record["skipped"][layout]
     if not record.get("passed") or layout not in record.get("layouts", []):
         raise KitError(f"{correctness_file} does not record a pass for layout '{layout}'; nothing will be timed")
     if record["source_sha256"] != spec.source_sha256():
@@ -133,51 +161,64 @@ def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str,
     missing = set(spec.mutations) - checked
     if missing:
         raise KitError(f"negative controls {', '.join(sorted(missing))} of {spec.name} have no result; nothing will be timed")
+    return None
+
+
+def _inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
+    """The timing pattern's inputs for one shape, uploaded; the same arrays for every layout."""
+    from kernelkit import device
+    from kernelkit.inputs import rng_for
+
+    shape = spec.parse_shape(shape_text)
+    inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
+    return shape, device.upload(inputs)
 
 
 def cmd_time(args: argparse.Namespace) -> int:
     from kernelkit import device, environment, timing
-    from kernelkit.inputs import rng_for
     from kernelkit.stats import summarize
 
     spec = specs.load(args.kernel)
     layout = spec.layout(args.layout)
     shape = spec.parse_shape(args.shape)
-    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples)
-    _require_checked(spec, args.layout, args.correctness, args.controls)
+    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples, max_sample_ms=args.max_sample_ms)
+    identity = {
+        "kernel": spec.name,
+        "shape": args.shape,
+        "dims": dict(zip(spec.dims, shape)),
+        "layout": args.layout,
+        "layout_parameters": dict(layout),
+        "repeat": args.repeat,
+        # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
+        "order": {"seed": args.order_seed, "key": args.order_key},
+        "method": method.describe(),
+    }
+    skipped = _require_checked(spec, args.layout, args.correctness, args.controls)
+    if skipped:
+        write_json_atomic(args.output, {**identity, "skipped": skipped})
+        print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
+        return 0
 
     cp = device.cupy()
-    kernel = device.compile_kernel(spec, entry=spec.entry_of(args.layout))
-    inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, args.shape, spec.timing_pattern))
-    buffers = device.upload(inputs)
+    shape, buffers = _inputs_on_device(spec, args.shape)
     out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    launch_once, geometry = device.launcher(spec, kernel, layout, shape, buffers, out)
+    implementation = device.implementation(spec, args.layout, shape, buffers, out)
     cp.cuda.Device().synchronize()
 
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
     before = nvml.snapshot()
-    samples = timing.graph_replay_samples(launch_once, method)
+    samples, used = timing.kernel_time_samples(implementation.call, method)
     after = nvml.snapshot()
 
     write_json_atomic(
         args.output,
         {
-            "kernel": spec.name,
-            "shape": args.shape,
-            "dims": dict(zip(spec.dims, shape)),
-            "layout": args.layout,
-            "layout_parameters": dict(layout),
-            "repeat": args.repeat,
-            # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
-            "order": {"seed": args.order_seed, "key": args.order_key},
-            "method": method.describe(),
+            **identity,
+            "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,
             "input_pattern": spec.timing_pattern,
-            "launch": {"grid": list(geometry.grid), "block": list(geometry.block), "shared_mem_bytes": geometry.shared_mem},
-            "kernel_attributes": kernel.attributes,
-            "source_sha256": kernel.source_sha256,
-            "compile_options": list(kernel.compile_options),
+            **implementation.record,
             "bytes_moved": spec.bytes_moved(shape),
             "flops": spec.flops(shape),
             "device_name": device.device_name(),
@@ -188,14 +229,75 @@ def cmd_time(args: argparse.Namespace) -> int:
         },
     )
     print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: median {summarize(samples).median:.3f} us "
-          f"over {len(samples)} samples")
+          f"over {len(samples)} samples ({used['name']}, {used['launches_per_sample']} calls per sample)")
+    return 0
+
+
+def cmd_span(args: argparse.Namespace) -> int:
+    from kernelkit import device, environment, timing
+    from kernelkit.stats import summarize
+
+    spec = specs.load(args.kernel)
+    shape = spec.parse_shape(args.shape)
+    for layout in args.layout:
+        spec.layout(layout)
+    if len(args.correctness) != len(args.layout):
+        raise KitError("give one --correctness file per --layout, in the same order")
+    method = timing.SpanMethod(args.warmup, args.rounds, args.samples)
+    skipped = {}
+    for layout, correctness_file in zip(args.layout, args.correctness):
+        reason = _require_checked(spec, layout, correctness_file, args.controls)
+        if reason:
+            skipped[layout] = reason
+    layouts = [layout for layout in args.layout if layout not in skipped]
+
+    cp = device.cupy()
+    shape, buffers = _inputs_on_device(spec, args.shape)
+    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+    implementations = {layout: device.implementation(spec, layout, shape, buffers, out) for layout in layouts}
+    cp.cuda.Device().synchronize()
+
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    before = nvml.snapshot()
+    samples = timing.span_samples({layout: impl.call for layout, impl in implementations.items()}, method) if layouts else {}
+    after = nvml.snapshot()
+    write_json_atomic(
+        args.output,
+        {
+            "kernel": spec.name,
+            "shape": args.shape,
+            "dims": dict(zip(spec.dims, shape)),
+            "repeat": args.repeat,
+            "method": method.describe(),
+            "unit": "microseconds per call",
+            "layouts": {
+                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)), **impl.record}
+                for layout, impl in implementations.items()
+            },
+            "skipped": skipped,
+            "input_pattern": spec.timing_pattern,
+            "bytes_moved": spec.bytes_moved(shape),
+            "flops": spec.flops(shape),
+            "device_name": device.device_name(),
+            "started_utc": before["time_utc"],
+            "ended_utc": after["time_utc"],
+            "nvml_before": before,
+            "nvml_after": after,
+        },
+    )
+    for layout in layouts:
+        print(f"{spec.name} {args.shape} {layout} span rep{args.repeat}: median "
+              f"{summarize([s['us'] for s in samples[layout]]).median:.3f} us over {len(samples[layout])} calls")
+    for layout, reason in skipped.items():
+        print(f"{spec.name} {args.shape} {layout} span: skipped ({reason})")
     return 0
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from kernelkit import summary
 
-    table = summary.summarize_records([read_json(path) for path in args.timing])
+    timed, _ = split_skipped([read_json(path) for path in args.timing])
+    table = summary.summarize_records(timed)
     write_text_atomic(args.output, table.to_csv(index=False, float_format="%.6f"))
     return 0
 
@@ -203,7 +305,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
 def cmd_figure(args: argparse.Namespace) -> int:
     from kernelkit import figures
 
-    write_text_atomic(args.output, figures.timing_figure([read_json(path) for path in args.timing], args.kernel))
+    timed, _ = split_skipped([read_json(path) for path in args.timing])
+    write_text_atomic(args.output, figures.timing_figure(timed, args.kernel))
     return 0
 
 
@@ -267,14 +370,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.set_defaults(func=cmd_control)
 
-    p = sub.add_parser("time", help="time one kernel/shape/layout by CUDA-graph replay")
+    p = sub.add_parser("time", help="kernel time of one kernel/shape/layout (CUDA-graph replay, else back-to-back events)")
     for name in ("--kernel", "--shape", "--layout", "--correctness", "--output"):
         p.add_argument(name, required=True)
     p.add_argument("--controls", nargs="*", default=[])
     for name, default in (("--repeat", 1), ("--order-seed", 0), ("--order-key", 0),
                           ("--warmup", 20), ("--launches", 64), ("--samples", 15)):
         p.add_argument(name, type=int, default=default)
+    p.add_argument("--max-sample-ms", type=float, default=20.0, help="fewer calls per sample when one call is long")
     p.set_defaults(func=cmd_time)
+
+    p = sub.add_parser("span", help="time single warmed calls of every layout of one shape, in rotating rounds")
+    for name in ("--kernel", "--shape", "--output"):
+        p.add_argument(name, required=True)
+    p.add_argument("--layout", action="append", required=True)
+    p.add_argument("--correctness", action="append", required=True, help="one per --layout, same order")
+    p.add_argument("--controls", nargs="*", default=[])
+    for name, default in (("--repeat", 1), ("--warmup", 10), ("--rounds", 3), ("--samples", 100)):
+        p.add_argument(name, type=int, default=default)
+    p.set_defaults(func=cmd_span)
 
     p = sub.add_parser("summary", help="one tidy row per timed target")
     p.add_argument("--output", required=True)

@@ -84,16 +84,21 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
             raise KitError(f"config key 'kernels.{kernel}' names no kernel folder; allowed: {', '.join(known) or '(none)'}")
         spec = specs.load(kernel, kernels_root)
         for layout in entry["layouts"]:
-            if layout not in spec.layouts:
+            if layout not in spec.all_layouts:
                 raise KitError(
                     f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not define; "
-                    f"allowed: {', '.join(spec.layouts)}"
+                    f"allowed: {', '.join(spec.all_layouts)}"
                 )
         for shape in entry["shapes"]:
             try:
                 spec.parse_shape(shape)
             except KitError as error:
                 raise KitError(f"config key 'kernels.{kernel}.shapes': {error}") from None
+    for kernel in config.get("span", {}).get("kernels", []):
+        if kernel not in config["kernels"]:
+            raise KitError(
+                f"config key 'span.kernels' names '{kernel}', which is not configured; allowed: {', '.join(config['kernels'])}"
+            )
     for index, hypothesis in enumerate(config.get("hypotheses", [])):
         kernel = hypothesis["kernel"]
         if kernel not in config["kernels"]:
@@ -133,6 +138,13 @@ def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
         for shape in entry["shapes"]
         for layout in entry["layouts"]
     ]
+
+
+def span_kernels(config: dict[str, Any]) -> list[str]:
+    """Kernels with span targets: `span.kernels`, else every configured kernel; none without `span`."""
+    if "span" not in config:
+        return []
+    return list(config["span"].get("kernels", config["kernels"]))
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str) -> int:

@@ -106,7 +106,7 @@ def _symptom(counts: Mapping[str, int], out: np.ndarray, sentinel: np.ndarray) -
 
 
 def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str) -> CaseResult:
-    """One launch on the GPU, judged by `check_case`."""
+    """One launch (or one library call, whose result is copied in) on the GPU, judged by `check_case`."""
     from kernelkit import device
 
     cp = device.cupy()
@@ -121,9 +121,17 @@ def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, patt
     padded = cp.empty(GUARD_ELEMENTS + elements + GUARD_ELEMENTS, dtype=cp.uint32)
     padded.fill(int(SENTINEL_BITS))
     out = padded[GUARD_ELEMENTS : GUARD_ELEMENTS + elements].view(cp.float32).reshape(out_shape)
-    launch_once, _ = device.launcher(spec, kernel, spec.layout(layout_name), shape, buffers, out)
-    launch_once()
-    cp.cuda.get_current_stream().synchronize()
+    if spec.is_baseline(layout_name):
+        from kernelkit import library
+
+        result = library.as_cupy(spec.baselines[layout_name].make_call(buffers, shape)())
+        # A result of another shape or type is not copied: its case then fails as unwritten.
+        if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
+            out[...] = result
+    else:
+        launch_once, _ = device.launcher(spec, kernel, spec.layout(layout_name), shape, buffers, out)
+        launch_once()
+    cp.cuda.Device().synchronize()
 
     scale = spec.error_scale(on_device) if spec.error_scale else None
     verdict = check_case(device.download(padded), reference, spec.tolerance, scale=scale)
@@ -137,13 +145,10 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None)
     """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
     from kernelkit import device
 
-    kernels: dict[str, Any] = {}
-    for layout in layouts:
-        entry = spec.entry_of(layout)
-        if entry not in kernels:
-            kernels[entry] = device.compile_kernel(spec, mutation, entry)
+    entries = {spec.entry_of(layout) for layout in layouts if not spec.is_baseline(layout)}
+    compiled = {entry: device.compile_kernel(spec, mutation, entry) for entry in sorted(entries)}
     return [
-        run_case(spec, kernels[spec.entry_of(layout)], layout, shape, pattern)
+        run_case(spec, None if spec.is_baseline(layout) else compiled[spec.entry_of(layout)], layout, shape, pattern)
         for layout in layouts
         for shape in spec.correctness_shapes
         for pattern in spec.patterns

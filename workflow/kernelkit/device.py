@@ -74,6 +74,43 @@ def launcher(spec: KernelSpec, kernel: CompiledKernel, layout: Mapping[str, Any]
     return launch_once, geometry
 
 
+@dataclass
+class Implementation:
+    """One layout ready to run on given buffers: the call, and what to record about it."""
+
+    call: Any
+    record: dict[str, Any]
+
+
+def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping[str, Any], out: Any) -> Implementation:
+    """A hand-written layout compiled and bound to `out`, or a library baseline bound to the
+    inputs (it returns its own output). Everything slow happens here, before any timing."""
+    if spec.is_baseline(layout):
+        from kernelkit import library
+
+        baseline = spec.baselines[layout]
+        return Implementation(
+            baseline.make_call(buffers, shape),
+            {
+                "library": {"package": baseline.package, "version": library.version(baseline.package), "call": baseline.call},
+                "kernel_attributes": {},
+                "source_sha256": spec.source_sha256(),
+                "compile_options": [],
+            },
+        )
+    kernel = compile_kernel(spec, entry=spec.entry_of(layout))
+    launch_once, geometry = launcher(spec, kernel, spec.layout(layout), shape, buffers, out)
+    return Implementation(
+        launch_once,
+        {
+            "launch": {"grid": list(geometry.grid), "block": list(geometry.block), "shared_mem_bytes": geometry.shared_mem},
+            "kernel_attributes": kernel.attributes,
+            "source_sha256": kernel.source_sha256,
+            "compile_options": list(kernel.compile_options),
+        },
+    )
+
+
 def device_name() -> str:
     cp = cupy()
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)

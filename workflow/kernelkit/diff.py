@@ -55,6 +55,8 @@ def load_run(path: str | Path) -> RunFiles:
     timings = {}
     for file in run_result_files(root, "timing"):
         record = read_json(file)
+        if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
+            continue
         try:
             timings[(record["kernel"], record["shape"], record["layout"], int(record["repeat"]))] = record
             if not record["samples_us"]:

@@ -220,4 +220,16 @@ def capture(config: dict[str, Any]) -> dict[str, Any]:
         "gpu": static,
         "clocks_locked": clocks_locked(snapshot),
         "snapshot": snapshot,
+        "baseline_packages": _baseline_packages(),
     }
+
+
+def _baseline_packages() -> dict[str, str]:
+    """Versions of the baseline libraries, or why each cannot run: the report shows what was compared."""
+    from kernelkit import library
+
+    found = {}
+    for package in library.PACKAGES:
+        reason = library.missing_reason(package)
+        found[package] = f"{UNAVAILABLE}{reason}" if reason else library.version(package)
+    return found

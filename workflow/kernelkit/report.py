@@ -13,7 +13,7 @@ import pandas as pd
 
 from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
-from kernelkit.results import read_json, run_result_files
+from kernelkit.results import read_json, run_result_files, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
 
@@ -27,7 +27,8 @@ class Run:
         self.environment = read_json(self.dir / "environment.json")
         self.correctness = [read_json(p) for p in run_result_files(self.dir, "correctness")]
         self.controls = [read_json(p) for p in run_result_files(self.dir, "controls")]
-        self.timings = [read_json(p) for p in run_result_files(self.dir, "timing")]
+        self.timings, self.skipped = split_skipped([read_json(p) for p in run_result_files(self.dir, "timing")])
+        self.spans = [read_json(p) for p in run_result_files(self.dir, "span")]
         self.table = summarize_records(self.timings)
 
     @property
@@ -89,6 +90,29 @@ def section_method(run: Run) -> doc.Section:
     blocks: list[doc.Block] = [doc.Paragraph(text)]
     if method is None:
         blocks.append(doc.Paragraph(f"Warning: the timing files record {len(methods)} different method settings."))
+    fewer = [r for r in run.timings if r.get("method_used", {}).get("launches_per_sample", timing["launches_per_graph"])
+             < timing["launches_per_graph"]]
+    if fewer:
+        blocks.append(doc.Paragraph(
+            f"Calls so long that {timing['launches_per_graph']} of them would exceed "
+            f"{timing.get('max_sample_ms', 20)} ms per sample were put fewer to a sample (at least one), each file "
+            f"recording the count: {len(fewer)} timed targets, e.g. " + "; ".join(
+                f"{_target(r)} ({r['method_used']['launches_per_sample']})" for r in fewer[:4]) + "."))
+    events = [r for r in run.timings if r.get("method_used", {}).get("name") == "back_to_back_events"]
+    if events:
+        blocks.append(doc.Paragraph(
+            f"{len(events)} timed targets could not be captured in a CUDA graph and were timed as the same number of "
+            "back-to-back calls between two events on the same stream instead (the host enqueues them while the GPU "
+            "runs, so launch overhead is hidden unless a call is shorter than its launch). Why capture failed, "
+            f"from the files: {sorted({r['method_used']['capture_error'] for r in events})[0]} "
+            f"({', '.join(sorted({r['kernel'] + ' ' + r['layout'] for r in events}))})."))
+    if run.spans:
+        span = run.config["span"]
+        blocks.append(doc.Paragraph(
+            f"Span view: one process per kernel, shape and repeat times every configured layout of that shape: "
+            f"{span['warmup_calls']} untimed calls of each, then {span['rounds']} rounds; round r starts with the "
+            f"r-th layout, and in its turn a layout gets one untimed call, then {span['samples_per_round']} samples, "
+            "each a pair of CUDA events around one call followed by a synchronisation."))
     return doc.Section("Method", blocks)
 
 
@@ -102,6 +126,8 @@ def section_environment(run: Run) -> doc.Section:
         ("Driver / CUDA driver API", f"{_fmt(gpu['driver_version'])} / {_fmt(cuda['cuda_driver_version'])}"),
         ("CUDA runtime / NVRTC", f"{_fmt(cuda['cuda_runtime_version'])} / {_fmt(cuda['nvrtc_version'])}"),
         ("CuPy / NumPy / Python", f"{cuda['cupy_version']} / {host['numpy_version']} / {host['python_version']}"),
+        *([("Baseline packages", "; ".join(f"{name} {_fmt(version)}" for name, version in env["baseline_packages"].items()))]
+          if "baseline_packages" in env else []),
         ("SM clock at capture: now / max / application",
          f"{_fmt(snap['sm_clock_mhz'])} / {_fmt(gpu['sm_clock_max_mhz'])} / {_fmt(gpu['sm_clock_application_mhz'])} MHz"),
         ("Memory clock at capture: now / max / application",
@@ -156,15 +182,23 @@ def section_correctness(run: Run) -> doc.Section:
                          f"{largest['shape']} {largest['pattern']} at {largest['worst_index']}"))
     blocks: list[doc.Block] = []
     if cases:
-        tol = run.correctness[0]["tolerance"]
         worst = max(cases, key=lambda c: c["max_abs_error"])
         blocks.append(doc.Paragraph(
             "Float64 NumPy reference from the exact FP32 inputs on the device; a case passes when every output element "
-            f"is finite and |err| <= {tol['abs']:g} + {tol['rel']:g} * |ref|, every element was overwritten (no sentinel "
-            f"left) and the guard regions before and after the output are unchanged. {len(cases)} cases in all, "
+            "is finite and |err| <= abs + rel * scale, where scale is |ref|, or for reductions the sum of the absolute "
+            "terms (the magnitude FP32 rounding grows with), every element was overwritten (no sentinel left) and the "
+            "guard regions before and after the output are unchanged. A library baseline allocates its own output: "
+            "its result is copied into the guarded buffer before the check, so guards do not apply to it, but a "
+            f"result of the wrong shape or type leaves the sentinel. {len(cases)} cases in all, "
             f"{sum(c['passed'] for c in cases)} passed; largest absolute error {worst['max_abs_error']:.4e} "
             f"({worst['kernel']} {worst['layout']} {worst['shape']} {worst['pattern']})."))
+        tolerances = sorted({(r["kernel"], r["tolerance"]["abs"], r["tolerance"]["rel"]) for r in run.correctness})
+        blocks.append(doc.Paragraph("Tolerances (abs, rel): " + "; ".join(
+            f"{kernel} {abs_:g}, {rel:g}" for kernel, abs_, rel in tolerances) + "."))
     blocks.append(doc.Table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), rows))
+    skipped = [f"{r['kernel']} {layout}: {reason}" for r in run.correctness for layout, reason in r.get("skipped", {}).items()]
+    if skipped:
+        blocks.append(doc.Paragraph("Skipped, neither checked nor timed: " + "; ".join(skipped) + "."))
     return doc.Section("Correctness", blocks)
 
 
@@ -228,16 +262,122 @@ def throughput_rows(run: Run, kernel: str) -> list[list[str]]:
 
 
 def resource_rows(run: Run, kernel: str) -> list[list[Any]]:
-    """One row per layout; a layout whose targets disagree (they should not) shows every variant."""
+    """One row per hand-written layout; a layout whose targets disagree (they should not) shows every variant."""
     seen: dict[str, set[tuple]] = {}
     for record in run.timings:
-        if record["kernel"] == kernel:
+        if record["kernel"] == kernel and "launch" in record:
             attributes, launch = record["kernel_attributes"], record["launch"]
             seen.setdefault(record["layout"], set()).add((
                 attributes.get("num_regs", "n/a"), attributes.get("shared_size_bytes", "n/a"),
                 launch["shared_mem_bytes"], attributes.get("local_size_bytes", "n/a"),
                 attributes.get("max_threads_per_block", "n/a"), "x".join(map(str, launch["block"]))))
     return [[layout, *variant] for layout in sorted(seen, key=natural_key) for variant in sorted(seen[layout])]
+
+
+def method_used(record: dict[str, Any]) -> str:
+    """How a timing file's samples were taken (files from before the fallback existed used graph replay)."""
+    used = record.get("method_used", {"name": "cuda_graph_replay",
+                                      "launches_per_sample": record["method"]["launches_per_graph"]})
+    name = "graph replay" if used["name"] == "cuda_graph_replay" else "back-to-back events"
+    return f"{name}, {used['launches_per_sample']} per sample"
+
+
+def library_rows(run: Run, kernel: str) -> list[list[str]]:
+    """One row per library layout: package, version, the call, and how its kernel time was taken."""
+    seen: dict[str, tuple[str, str, str, set[str]]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel and "library" in record:
+            library = record["library"]
+            entry = seen.setdefault(record["layout"], (library["package"], library["version"], library["call"], set()))
+            entry[3].add(method_used(record))
+    for record in run.skipped:
+        if record["kernel"] == kernel:
+            seen.setdefault(record["layout"], ("skipped", "", record["skipped"], set()))
+    return [[layout, package, version, call, "; ".join(sorted(methods)) or "not timed"]
+            for layout, (package, version, call, methods) in sorted(seen.items())]
+
+
+def _pooled(values: Iterable[float]) -> float:
+    return float(pd.Series(list(values), dtype=float).median())
+
+
+def two_view_rows(run: Run, kernel: str) -> list[dict[str, Any]]:
+    """Per shape and layout: pooled kernel-time median, pooled span median, and the span's round means."""
+    kernel_time: dict[tuple[str, str], list[float]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel:
+            kernel_time.setdefault((record["shape"], record["layout"]), []).extend(record["samples_us"])
+    spans: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for record in run.spans:
+        if record["kernel"] == kernel:
+            for layout, entry in record["layouts"].items():
+                spans.setdefault((record["shape"], layout), []).extend(
+                    {"round": (record["repeat"], s["round"]), "us": s["us"]} for s in entry["samples"])
+    rows = []
+    for key in sorted(set(kernel_time) | set(spans), key=lambda k: (natural_key(k[0]), natural_key(k[1]))):
+        samples = spans.get(key, [])
+        rounds: dict[Any, list[float]] = {}
+        for sample in samples:
+            rounds.setdefault(sample["round"], []).append(sample["us"])
+        round_means = [sum(v) / len(v) for v in rounds.values()]
+        rows.append({
+            "shape": key[0], "layout": key[1],
+            "kernel_us": _pooled(kernel_time[key]) if key in kernel_time else None,
+            "span_us": _pooled(s["us"] for s in samples) if samples else None,
+            "span_rounds": (min(round_means), max(round_means)) if round_means else None,
+            "span_samples": len(samples),
+        })
+    return rows
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def section_two_views(run: Run) -> doc.Section | None:
+    """Seed 000's tables: kernel time and span side by side, per operation, and why they differ."""
+    if not run.spans:
+        return None
+    blocks: list[doc.Block] = [doc.Paragraph(
+        "Kernel time is the per-call time inside a CUDA-graph replay, or over back-to-back calls between two events "
+        "where the call cannot be captured: launch overhead is amortised or hidden behind the previous call. The span "
+        "is one warmed call between two events, synchronised after every call, so it also holds the launch latency, "
+        "the host's submission of every kernel a library call enqueues, and the gaps between them. Spans are pooled "
+        "over every round of every repeat; the range is that of the round means (the seed's whiskers), not a "
+        "confidence interval. Both are medians in microseconds.")]
+    excess = []
+    for kernel in sorted({r["kernel"] for r in run.spans}):
+        rows = two_view_rows(run, kernel)
+        table_rows = []
+        for row in rows:
+            ratio = (row["span_us"] / row["kernel_us"]) if row["span_us"] and row["kernel_us"] else None
+            if ratio is not None:
+                excess.append((row["span_us"] - row["kernel_us"], ratio, f"{kernel} {row['shape']} {row['layout']}",
+                               row["kernel_us"]))
+            rounds = row["span_rounds"]
+            table_rows.append([row["shape"], row["layout"], _us(row["kernel_us"]), _us(row["span_us"]),
+                               f"{rounds[0]:.3f} to {rounds[1]:.3f}" if rounds else "n/a",
+                               f"{ratio:.2f}" if ratio is not None else "n/a"])
+        blocks.append(doc.Paragraph(f"{kernel}:"))
+        blocks.append(doc.Table(["Shape", "Layout", "Kernel time", "Span", "Span round means", "Span / kernel time"],
+                                table_rows))
+    if excess:
+        gaps = sorted(e[0] for e in excess)
+        short = [e for e in excess if e[3] < 20]
+        long = [e for e in excess if e[3] >= 200]
+        text = (f"Across {len(excess)} configurations the span exceeds kernel time by a median of "
+                f"{gaps[len(gaps) // 2]:.2f} us (from {gaps[0]:.2f} to {gaps[-1]:.2f} us).")
+        if short:
+            text += (f" For the {len(short)} calls under 20 us of kernel time the span is "
+                     f"{min(e[1] for e in short):.2f}x to {max(e[1] for e in short):.2f}x the kernel time:"
+                     " there the fixed cost per call dominates.")
+        if long:
+            text += (f" For the {len(long)} calls of 200 us or more the ratio is "
+                     f"{min(e[1] for e in long):.2f}x to {max(e[1] for e in long):.2f}x.")
+        largest = max(excess, key=lambda e: e[0])
+        text += f" The largest gap is {largest[2]} ({largest[0]:.2f} us), a call that enqueues several kernels or waits on the host."
+        blocks.append(doc.Paragraph(text))
+    return doc.Section("Kernel time and span", blocks)
 
 
 def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
@@ -263,6 +403,10 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
         blocks.append(doc.Table(
             ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
              "Max threads per block", "Block"], resource_rows(run, kernel)))
+        libraries = library_rows(run, kernel)
+        if libraries:
+            blocks.append(doc.Paragraph("Library baselines (their kernels are the library's: no resources are read):"))
+            blocks.append(doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries))
         blocks.append(doc.Paragraph(
             "Faster layout per shape; the margin is the runner-up's median divided by the winner's:"))
         blocks.append(doc.Table(
@@ -330,6 +474,9 @@ def caveats(run: Run) -> list[str]:
             found.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
                          + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                          f"{spread:.3f})")
+    skipped = sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped})
+    if skipped:
+        found.append("Layouts skipped because their library is missing here: " + "; ".join(skipped))
     asked = run.config["timing"]["samples"]
     short = [f"{_target(r)} ({len(r['samples_us'])})" for r in run.timings if len(r["samples_us"]) < asked]
     if short:
@@ -354,8 +501,10 @@ def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.
     intro = doc.Section("About this report", [doc.Paragraph(
         f"Generated from results/{run.name}/ only. Every timing is recomputed from the raw samples in "
         "timing/<kernel>/<shape>/<layout>/rep<n>.json.")])
+    two_views = section_two_views(run)
     sections = [intro, section_method(run), section_environment(run), section_correctness(run), section_controls(run),
-                *section_timings(run, figures), section_hypotheses(run), section_caveats(run)]
+                *section_timings(run, figures), *([two_views] if two_views else []), section_hypotheses(run),
+                section_caveats(run)]
     return f"kernelkit report: run {run.name}", sections
 
 

@@ -55,9 +55,15 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
-    """The result files of one kind ('timing', 'correctness', 'controls') in a run directory, sorted."""
-    pattern = {"timing": "timing/*/*/*/rep*.json", "correctness": "correctness/*/*.json", "controls": "controls/*/*.json"}
+    """The result files of one kind ('timing', 'span', 'correctness', 'controls') in a run directory, sorted."""
+    pattern = {"timing": "timing/*/*/*/rep*.json", "span": "span/*/*/rep*.json", "correctness": "correctness/*/*.json",
+               "controls": "controls/*/*.json"}
     return sorted(Path(run_dir).glob(pattern[kind]))
+
+
+def split_skipped(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Timing records with samples, and those of layouts skipped because their library is missing."""
+    return [r for r in records if "skipped" not in r], [r for r in records if "skipped" in r]
 
 
 def sha256_text(text: str) -> str:

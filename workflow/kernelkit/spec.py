@@ -53,6 +53,22 @@ class Mutation:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A library implementation timed beside the hand-written kernels (a layout with no CUDA source).
+
+    `make_call(buffers, shape)` runs untimed: it may convert the CuPy input buffers, build
+    sparse matrices or compile a Triton kernel, and returns a zero-argument callable that
+    enqueues one evaluation on the current stream and returns the output array (CuPy or
+    torch, float32, in the output shape). The library allocates that output itself, so
+    guard regions do not apply; the sentinel check still sees a result of the wrong size.
+    """
+
+    package: str
+    call: str
+    make_call: Callable[[Mapping[str, Any], Shape], Callable[[], Any]]
+
+
+@dataclass(frozen=True)
 class Tolerance:
     """Pass when |out - ref| <= abs + rel * |ref|; NaN or Inf never passes."""
 
@@ -84,6 +100,7 @@ class KernelSpec:
     # terms, not |reference| (which cancellation can make tiny); a spec that reduces returns
     # that sum here and the relative tolerance applies to it.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
+    baselines: Mapping[str, Baseline] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
     @property
@@ -99,10 +116,22 @@ class KernelSpec:
     def source_sha256(self, mutation: str | None = None) -> str:
         return sha256_text(self.source_text(mutation))
 
+    @property
+    def all_layouts(self) -> tuple[str, ...]:
+        """Hand-written layouts first, then the library baselines."""
+        return (*self.layouts, *self.baselines)
+
     def layout(self, name: str) -> Mapping[str, Any]:
-        if name not in self.layouts:
-            raise KitError(f"layout '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.layouts)}")
-        return self.layouts[name]
+        """A layout's parameters as recorded with its results; a baseline's say which library call it is."""
+        if name in self.layouts:
+            return self.layouts[name]
+        if name in self.baselines:
+            return {"library": self.baselines[name].package, "call": self.baselines[name].call}
+        raise KitError(f"layout '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.all_layouts)}")
+
+    def is_baseline(self, name: str) -> bool:
+        self.layout(name)
+        return name in self.baselines
 
     def entry_of(self, layout: str) -> str:
         """The kernel function a layout launches: its own `entry`, else the spec's."""

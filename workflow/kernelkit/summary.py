@@ -11,7 +11,8 @@ from kernelkit.stats import summarize
 
 COLUMNS = [
     "kernel", "shape", "layout", "repeat", "n", "median_us", "min_us", "max_us",
-    "order_key", "order_position", "sm_clock_before_mhz", "sm_clock_after_mhz", "started_utc", "source_sha256",
+    "order_key", "order_position", "method", "calls_per_sample", "sm_clock_before_mhz", "sm_clock_after_mhz",
+    "started_utc", "source_sha256",
 ]
 
 
@@ -34,6 +35,10 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "min_us": stats.min,
                 "max_us": stats.max,
                 "order_key": record["order"]["key"],
+                # Files from before the event fallback existed were all graph replays of launches_per_graph.
+                "method": record.get("method_used", {}).get("name", "cuda_graph_replay"),
+                "calls_per_sample": record.get("method_used", {}).get("launches_per_sample",
+                                                                      record["method"]["launches_per_graph"]),
                 "sm_clock_before_mhz": _number(record["nvml_before"].get("sm_clock_mhz")),
                 "sm_clock_after_mhz": _number(record["nvml_after"].get("sm_clock_mhz")),
                 "started_utc": record["started_utc"],

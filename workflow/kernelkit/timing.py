@@ -1,14 +1,26 @@
-"""Kernel time by CUDA-graph replay, the seed's method.
+"""The two timing views of the seeds: kernel time and span.
 
-One sample = CUDA-event time around one replay of a graph holding `launches_per_graph`
-launches, divided by that count. Compilation, allocation, host-device copies, warm-up
-launches and graph construction all happen before the first event is recorded.
+Kernel time: CUDA-event time around one replay of a CUDA graph holding `launches` calls,
+divided by that count (seed 003's method). A call that cannot be captured (CuPy refuses to
+capture cuBLAS) is timed instead as `launches` back-to-back calls between two events, and
+the record says which method ran and why. `launches` is `launches_per_graph`, lowered for
+long calls so that one sample lasts at most `max_sample_ms`.
+
+Span: CUDA events around one warmed call, synchronised after each sample, so a span also
+holds the launch latency and any gap while the host submits the call's work (seed 000).
+Implementations take turns in rounds with a rotating order, so slow drift is spread.
+
+Compilation, allocation, host-device copies, warm-up calls and graph construction all
+happen before the first event is recorded.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
+
+Call = Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -18,38 +30,129 @@ class GraphReplayMethod:
     samples: int = 15
     # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
     untimed_replays: int = 1
+    max_sample_ms: float = 20.0
 
     def describe(self) -> dict[str, Any]:
         return {"name": "cuda_graph_replay", **asdict(self)}
 
 
-def graph_replay_samples(launch_once: Callable[[], None], method: GraphReplayMethod) -> list[float]:
-    """Per-launch microseconds, one value per timed graph replay."""
+@dataclass(frozen=True)
+class SpanMethod:
+    warmup_calls: int = 10
+    rounds: int = 3
+    samples_per_round: int = 100
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "event_span_rotating_rounds", **asdict(self)}
+
+
+def launches_per_sample(per_call_us: float, method: GraphReplayMethod) -> int:
+    """As many calls per sample as the method allows, but no sample longer than max_sample_ms."""
+    if per_call_us <= 0:
+        return method.launches_per_graph
+    return max(1, min(method.launches_per_graph, math.floor(method.max_sample_ms * 1000.0 / per_call_us)))
+
+
+def _elapsed_us(start: Any, end: Any) -> float:
     import cupy as cp
 
+    return cp.cuda.get_elapsed_time(start, end) * 1000.0
+
+
+def kernel_time_samples(call: Call, method: GraphReplayMethod) -> tuple[list[float], dict[str, Any]]:
+    """Per-call microseconds, one value per timed sample, and what was actually done."""
+    import cupy as cp
+
+    from kernelkit.library import on_stream
+
     stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    with on_stream(stream):
         for _ in range(method.warmup_launches):
-            launch_once()
-        stream.synchronize()
+            call()
+        start.record(stream)
+        for _ in range(3):
+            call()
+        end.record(stream)
+        end.synchronize()
+        launches = launches_per_sample(_elapsed_us(start, end) / 3, method)
 
-        stream.begin_capture()
+        used: dict[str, Any] = {"launches_per_sample": launches}
         try:
-            for _ in range(method.launches_per_graph):
-                launch_once()
-        finally:
-            graph = stream.end_capture()
-        graph.upload(stream)
-        for _ in range(method.untimed_replays):
-            graph.launch(stream)
-        stream.synchronize()
+            graph = _capture(call, launches, stream)
+        except Exception as error:  # cuBLAS under CuPy, or any call the driver will not capture
+            stream.synchronize()
+            used.update(name="back_to_back_events", capture_error=f"{type(error).__name__}: {error}"[:300])
+            graph = None
+        else:
+            used["name"] = "cuda_graph_replay"
+            graph.upload(stream)
+            for _ in range(method.untimed_replays):
+                graph.launch(stream)
+            stream.synchronize()
 
-        start, end = cp.cuda.Event(), cp.cuda.Event()
         samples_us = []
         for _ in range(method.samples):
             start.record(stream)
-            graph.launch(stream)
+            if graph is not None:
+                graph.launch(stream)
+            else:
+                for _ in range(launches):
+                    call()
             end.record(stream)
             end.synchronize()
-            samples_us.append(cp.cuda.get_elapsed_time(start, end) * 1000.0 / method.launches_per_graph)
-    return samples_us
+            samples_us.append(_elapsed_us(start, end) / launches)
+    return samples_us, used
+
+
+def _capture(call: Call, launches: int, stream: Any) -> Any:
+    stream.begin_capture()
+    try:
+        for _ in range(launches):
+            call()
+    finally:
+        graph = stream.end_capture()
+    return graph
+
+
+def graph_replay_samples(call: Call, method: GraphReplayMethod) -> list[float]:
+    """Kernel time of a call that must be capturable (raw kernels); fails loudly otherwise."""
+    samples, used = kernel_time_samples(call, method)
+    if used["name"] != "cuda_graph_replay":
+        raise RuntimeError(f"the call could not be captured in a CUDA graph: {used['capture_error']}")
+    return samples
+
+
+def rotation(names: list[str], round_index: int) -> list[str]:
+    """Round r starts at the r-th implementation, so each one is first (and last) in turn."""
+    shift = round_index % len(names) if names else 0
+    return names[shift:] + names[:shift]
+
+
+def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, list[dict[str, float]]]:
+    """Per implementation: {round, us} for every warmed single-call span."""
+    import cupy as cp
+
+    from kernelkit.library import on_stream
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    names = list(calls)
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    with on_stream(stream):
+        for name in names:
+            for _ in range(method.warmup_calls):
+                calls[name]()
+        stream.synchronize()
+        for round_index in range(method.rounds):
+            for name in rotation(names, round_index):
+                call = calls[name]
+                call()  # untimed: the turn starts after another implementation has used the caches
+                stream.synchronize()
+                for _ in range(method.samples_per_round):
+                    start.record(stream)
+                    call()
+                    end.record(stream)
+                    end.synchronize()
+                    samples[name].append({"round": round_index, "us": _elapsed_us(start, end)})
+    return samples

@@ -20,9 +20,15 @@ except KitError as error:
     raise WorkflowError(str(error)) from None
 
 RUN = config["run"]
-TIMING = config["timing"]
+TIMING = {"max_sample_ms": 20.0, **config["timing"]}
+SPAN = config.get("span")
+SPAN_KERNELS = kit_config.span_kernels(config)
 KERNELS = config["kernels"]
-DIFF = {"threshold": DIFF_THRESHOLD, "confidence": DIFF_CONFIDENCE, **config.get("diff", {})}
+DIFF = {
+    "threshold": DIFF_THRESHOLD,
+    "confidence": DIFF_CONFIDENCE,
+    **config.get("diff", {}),
+}
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
@@ -79,6 +85,13 @@ def correctness_files(kernel):
     )
 
 
+def hand_written_layouts(kernel):
+    """Negative controls mutate the CUDA source, so they run every hand-written layout of the
+    spec (a control aimed at one layout must be caught even when only another is configured).
+    """
+    return list(SPECS[kernel].layouts)
+
+
 def control_files(kernel):
     return expand(
         "results/{run}/controls/{kernel}/{control}.json",
@@ -100,15 +113,7 @@ def checked_control(wildcards):
 
 def timed_target(wildcards):
     """The plan entry of a timing target, or one sentence saying what is allowed."""
-    try:
-        SPECS[checked_kernel(wildcards)].parse_shape(wildcards.shape)
-    except KitError as error:
-        raise WorkflowError(str(error)) from None
-    shapes = KERNELS[wildcards.kernel]["shapes"]
-    if wildcards.shape not in shapes:
-        raise WorkflowError(
-            f"shape '{wildcards.shape}' is not configured for kernel '{wildcards.kernel}'; allowed: {', '.join(shapes)}"
-        )
+    checked_shape(wildcards)
     checked_layout(wildcards)
     repeat = int(wildcards.n)
     if repeat > TIMING["repeats"]:
@@ -125,6 +130,67 @@ def timing_inputs(wildcards):
         "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
         "controls": control_files(wildcards.kernel),
     }
+
+
+def checked_shape(wildcards):
+    try:
+        SPECS[checked_kernel(wildcards)].parse_shape(wildcards.shape)
+    except KitError as error:
+        raise WorkflowError(str(error)) from None
+    shapes = KERNELS[wildcards.kernel]["shapes"]
+    if wildcards.shape not in shapes:
+        raise WorkflowError(
+            f"shape '{wildcards.shape}' is not configured for kernel '{wildcards.kernel}'; allowed: {', '.join(shapes)}"
+        )
+    return wildcards.shape
+
+
+def checked_span(wildcards):
+    if checked_kernel(wildcards) not in SPAN_KERNELS:
+        raise WorkflowError(
+            f"kernel '{wildcards.kernel}' has no span targets; config key 'span.kernels' allows: "
+            f"{', '.join(SPAN_KERNELS) or '(none: the config has no span key)'}"
+        )
+    checked_shape(wildcards)
+    repeat = int(wildcards.n)
+    if repeat > TIMING["repeats"]:
+        raise WorkflowError(
+            f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})"
+        )
+    return repeat
+
+
+def span_inputs(wildcards):
+    checked_span(wildcards)
+    return {
+        "sources": kernel_sources(wildcards),
+        "correctness": correctness_files(wildcards.kernel),
+        "controls": control_files(wildcards.kernel),
+    }
+
+
+def span_arguments(wildcards, input):
+    """--layout L --correctness F pairs, in the configured layout order."""
+    layouts = KERNELS[wildcards.kernel]["layouts"]
+    return " ".join(
+        f"--layout {layout} --correctness {path}"
+        for layout, path in zip(layouts, input.correctness)
+    )
+
+
+def span_priority(wildcards):
+    """After every timed target of the same repeat, before any of the next."""
+    return (TIMING["repeats"] - checked_span(wildcards)) * 2**32
+
+
+def span_files(kernel=None):
+    return [
+        f"results/{RUN}/span/{name}/{shape}/rep{repeat}.json"
+        for name in SPAN_KERNELS
+        if kernel in (None, name)
+        for shape in KERNELS[name]["shapes"]
+        for repeat in range(1, TIMING["repeats"] + 1)
+    ]
 
 
 def figure_inputs(wildcards):
@@ -146,6 +212,7 @@ def all_targets():
     return (
         targets
         + timing_files()
+        + span_files()
         + [
             f"results/{RUN}/summary.csv",
             f"reports/{RUN}/report.md",

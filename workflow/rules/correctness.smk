@@ -31,7 +31,7 @@ rule negative_control:
     params:
         control=checked_control,
         layouts=lambda wildcards: " ".join(
-            f"--layout {layout}" for layout in KERNELS[wildcards.kernel]["layouts"]
+            f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
     shell:
         "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"

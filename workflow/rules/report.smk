@@ -40,6 +40,7 @@ rule report:
         correctness=[correctness_files(kernel) for kernel in KERNELS],
         controls=[control_files(kernel) for kernel in KERNELS],
         timing=timing_files(),
+        span=span_files(),
         summary="results/{run}/summary.csv",
         figures=expand("reports/{{run}}/figures/{kernel}.svg", kernel=KERNELS),
     output:
