@@ -36,7 +36,9 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     repeats = sorted({r["repeat"] for r in records})
     columns = min(3, len(shapes))
     rows = math.ceil(len(shapes) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.6 * rows), squeeze=False)
+    # Wide enough for one readable tick label per layout and repeat.
+    panel_width = max(3.4, 0.42 * len(layouts) * (len(repeats) + 1))
+    fig, axes = plt.subplots(rows, columns, figsize=(panel_width * columns, 2.6 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     by_key = {(r["shape"], r["layout"], r["repeat"]): r["samples_us"] for r in records}
     jitter = np.random.default_rng(0)
