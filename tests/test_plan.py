@@ -18,8 +18,8 @@ def good():
 
 def test_plan_times_every_configuration_once_per_repeat(good):
     plan = kit_config.timing_plan(good)
-    # rmsnorm 9 shapes x 2 layouts; matmul and layernorm 2 x 5; bias_gelu 2 x 4; triangle and neighbor 1 x 4.
-    configurations = 18 + 10 + 10 + 8 + 4 + 4
+    # rmsnorm 9 shapes x 2 layouts; matmul and layernorm 2 x 5; bias_gelu, triangle and neighbor 1 x 4.
+    configurations = 18 + 10 + 10 + 4 + 4 + 4
     assert len(plan) == configurations * 2
     assert len({t.key for t in plan}) == len(plan)
     assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations
@@ -53,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "correctness": 24, "negative_control": 13, "span": 16,
-        "timing": 108, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 172,
+        "run_config": 1, "environment": 1, "correctness": 24, "negative_control": 13, "span": 7,
+        "timing": 100, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 155,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -70,7 +70,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
     spans = [(int(re.search(r"span/\w+/\w+/rep(\d+)\.json", b).group(1)), int((re.search(r"priority: (\d+)", b) or [0, 0])[1]))
              for b in blocks if b.startswith("rule span:")]
-    assert len(spans) == 16
+    assert len(spans) == 7 and {repeat for repeat, _ in spans} == {1}
     for repeat, priority in spans:
         same = [int(j[4]) for j in jobs if int(j[3]) == repeat]
         later = [int(j[4]) for j in jobs if int(j[3]) > repeat]

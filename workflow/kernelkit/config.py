@@ -94,6 +94,12 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                 spec.parse_shape(shape)
             except KitError as error:
                 raise KitError(f"config key 'kernels.{kernel}.shapes': {error}") from None
+    span_repeats = config.get("span", {}).get("repeats", 1)
+    if span_repeats > config["timing"]["repeats"]:
+        raise KitError(
+            f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ({config['timing']['repeats']}), "
+            "because span repeat n runs after the timed targets of repeat n"
+        )
     for kernel in config.get("span", {}).get("kernels", []):
         if kernel not in config["kernels"]:
             raise KitError(

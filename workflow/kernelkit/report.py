@@ -313,8 +313,10 @@ def two_view_rows(run: Run, kernel: str) -> list[dict[str, Any]]:
             for layout, entry in record["layouts"].items():
                 spans.setdefault((record["shape"], layout), []).extend(
                     {"round": (record["repeat"], s["round"]), "us": s["us"]} for s in entry["samples"])
+    order = list(run.config["kernels"].get(kernel, {}).get("layouts", []))
     rows = []
-    for key in sorted(set(kernel_time) | set(spans), key=lambda k: (natural_key(k[0]), natural_key(k[1]))):
+    for key in sorted(set(kernel_time) | set(spans),
+                      key=lambda k: (natural_key(k[0]), order.index(k[1]) if k[1] in order else len(order), k[1])):
         samples = spans.get(key, [])
         rounds: dict[Any, list[float]] = {}
         for sample in samples:
@@ -375,7 +377,7 @@ def section_two_views(run: Run) -> doc.Section | None:
             text += (f" For the {len(long)} calls of 200 us or more the ratio is "
                      f"{min(e[1] for e in long):.2f}x to {max(e[1] for e in long):.2f}x.")
         largest = max(excess, key=lambda e: e[0])
-        text += f" The largest gap is {largest[2]} ({largest[0]:.2f} us), a call that enqueues several kernels or waits on the host."
+        text += f" The largest gap is {largest[2]} ({largest[0]:.2f} us)."
         blocks.append(doc.Paragraph(text))
     return doc.Section("Kernel time and span", blocks)
 

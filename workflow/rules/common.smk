@@ -23,6 +23,7 @@ RUN = config["run"]
 TIMING = {"max_sample_ms": 20.0, **config["timing"]}
 SPAN = config.get("span")
 SPAN_KERNELS = kit_config.span_kernels(config)
+SPAN_REPEATS = SPAN.get("repeats", TIMING["repeats"]) if SPAN else 0
 KERNELS = config["kernels"]
 DIFF = {
     "threshold": DIFF_THRESHOLD,
@@ -153,9 +154,9 @@ def checked_span(wildcards):
         )
     checked_shape(wildcards)
     repeat = int(wildcards.n)
-    if repeat > TIMING["repeats"]:
+    if repeat > SPAN_REPEATS:
         raise WorkflowError(
-            f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})"
+            f"span repeat {repeat} is beyond config key 'span.repeats' ({SPAN_REPEATS})"
         )
     return repeat
 
@@ -189,7 +190,7 @@ def span_files(kernel=None):
         for name in SPAN_KERNELS
         if kernel in (None, name)
         for shape in KERNELS[name]["shapes"]
-        for repeat in range(1, TIMING["repeats"] + 1)
+        for repeat in range(1, SPAN_REPEATS + 1)
     ]
 
 
