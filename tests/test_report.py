@@ -178,7 +178,8 @@ def test_throughput_and_resources_trace_to_the_timing_files():
     assert len(rows) == 18
     records = [r for r in run.timings if (r["shape"], r["layout"]) == ("16384x8193", "t256")]
     median_us = statistics.median(s for r in records for s in r["samples_us"])
-    shape, layout, median, gbps, gflops = rows[("16384x8193", "t256")]
+    shape, layout, median, gbps, gflops, fits_in_l2 = rows[("16384x8193", "t256")]
+    assert fits_in_l2 == "no"  # 1.07 GB against 60 MiB
     assert float(median) == pytest.approx(median_us, abs=5e-4)
     assert float(gbps) == pytest.approx(records[0]["bytes_moved"] / (median_us * 1e-6) / 1e9, abs=0.05)
     assert float(gflops) == pytest.approx(records[0]["flops"] / (median_us * 1e-6) / 1e9, abs=0.05)

@@ -256,8 +256,10 @@ def throughput_rows(run: Run, kernel: str) -> list[list[str]]:
     for (shape, layout), entry in sorted(pooled.items(), key=lambda i: (natural_key(i[0][0]), natural_key(i[0][1]))):
         median_s = float(pd.Series(entry["samples"]).median()) * 1e-6
         record = entry["record"]
+        l2_bytes = run.environment["cuda"].get("l2_cache_bytes")
+        fits = "yes" if isinstance(l2_bytes, int) and record["bytes_moved"] <= l2_bytes else "no"
         rows.append([shape, layout, f"{median_s * 1e6:.3f}", f"{record['bytes_moved'] / median_s / 1e9:.1f}",
-                     f"{record['flops'] / median_s / 1e9:.1f}"])
+                     f"{record['flops'] / median_s / 1e9:.1f}", fits])
     return rows
 
 
@@ -336,6 +338,25 @@ def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def seed_tables(run: Run) -> list[doc.Block]:
+    """The seed's layout: one row per operation and shape, the libraries and the hand-written layouts as columns."""
+    libraries = [name for name in ("cupy", "torch", "triton")]
+    kernels = sorted({r["kernel"] for r in run.spans})
+    blocks: list[doc.Block] = []
+    for view, key in (("Kernel time", "kernel_us"), ("Span", "span_us")):
+        rows = []
+        for kernel in kernels:
+            by_shape: dict[str, dict[str, float | None]] = {}
+            for row in two_view_rows(run, kernel):
+                by_shape.setdefault(row["shape"], {})[row["layout"]] = row[key]
+            for shape, values in by_shape.items():
+                written = [f"{layout} {_us(value)}" for layout, value in values.items() if layout not in libraries]
+                rows.append([f"{kernel} {shape}", *(_us(values.get(name)) for name in libraries), "; ".join(written)])
+        blocks.append(doc.Paragraph(f"{view} (median, us), as the seed tabulates it:"))
+        blocks.append(doc.Table(["Operation and shape", *libraries, "Hand-written layouts"], rows))
+    return blocks
+
+
 def section_two_views(run: Run) -> doc.Section | None:
     """Seed 000's tables: kernel time and span side by side, per operation, and why they differ."""
     if not run.spans:
@@ -347,6 +368,7 @@ def section_two_views(run: Run) -> doc.Section | None:
         "the host's submission of every kernel a library call enqueues, and the gaps between them. Spans are pooled "
         "over every round of every repeat; the range is that of the round means (the seed's whiskers), not a "
         "confidence interval. Both are medians in microseconds.")]
+    blocks += seed_tables(run)
     excess = []
     for kernel in sorted({r["kernel"] for r in run.spans}):
         rows = two_view_rows(run, kernel)
@@ -399,8 +421,11 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
         blocks.append(doc.Table(["Shape", "Layout"] + [f"rep{r} median [min, max]" for r in repeats], rows))
         blocks.append(doc.Paragraph(
             "Achieved rates from the median of all repeats' samples, using the bytes and FLOPs the spec counts "
-            "(compulsory traffic, not measured traffic):"))
-        blocks.append(doc.Table(["Shape", "Layout", "Median (us)", "GB/s", "GFLOP/s"], throughput_rows(run, kernel)))
+            "(compulsory traffic, not measured traffic). Where those bytes fit in the L2 cache the environment "
+            "records, the buffers stay cache-resident between calls, so GB/s there says nothing about DRAM and can "
+            "exceed its bandwidth:"))
+        blocks.append(doc.Table(["Shape", "Layout", "Median (us)", "GB/s", "GFLOP/s", "Bytes fit in L2"],
+                                throughput_rows(run, kernel)))
         blocks.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
         blocks.append(doc.Table(
             ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
