@@ -183,3 +183,48 @@ def test_time_and_span_commands_record_a_baseline(tmp_path):
     record = read_json(span)
     assert set(record["layouts"]) == {"reg4x4", "cupy"} and len(record["layouts"]["cupy"]["samples"]) == 6
     assert record["layouts"]["reg4x4"]["kernel_attributes"]["num_regs"] > 0
+
+
+def test_cold_samples_are_single_calls_after_an_l2_flush():
+    from kernelkit.timing import GraphReplayMethod, L2Flush, kernel_time_samples
+
+    flush = L2Flush()
+    implementation = _matmul_call("reg4x4")
+    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5)
+    cold, used, windows = kernel_time_samples(implementation.call, method, flush=flush)
+    warm, _, _ = kernel_time_samples(implementation.call, method)
+    assert used["cache"] == "cold" and used["launches_per_sample"] == 1 and flush.flushes == 5
+    assert flush.describe()["flush_bytes"] >= 2 * flush.describe()["l2_bytes"] > 0
+    assert len(windows) == 5 and all(a <= b for a, b in windows)
+    # A 256^3 product reads 512 KiB: evicted, every sample pays at least as much as a warm one.
+    assert min(cold) >= 0.9 * min(warm)
+
+
+def test_ceilings_and_floor_are_measured_with_the_timing_method():
+    from kernelkit import ceilings
+    from kernelkit.timing import GraphReplayMethod
+
+    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5)
+    records = {kind: ceilings.measure(kind, method, copy_bytes=2**26, gemm_n=1024) for kind in ceilings.KINDS}
+    rates = ceilings.rates(records)
+    assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
+    assert 0 < rates["floor_us"] < 20
+    assert records["gemm"]["method_used"]["name"] == "back_to_back_events"
+
+
+def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
+    correctness, output = tmp_path / "t256.json", tmp_path / "rep1.json"
+    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t256", "--output", str(correctness)]) == 0
+    controls = []
+    for control in sorted(RMSNORM.mutations):
+        controls.append(str(tmp_path / f"{control}.json"))
+        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256",
+                     "--output", controls[-1]]) == 0
+    assert main(["time", "--kernel", "rmsnorm", "--shape", "16384x8193", "--layout", "t256", "--samples", "20",
+                 "--sampler-interval-ms", "10", "--wait-for-clock", "--cache", "cold",
+                 "--correctness", str(correctness), "--controls", *controls, "--output", str(output)]) == 0
+    record = read_json(output)
+    assert len(record["sample_tags"]) == len(record["samples_us"]) == 20
+    assert len(record["clock_trace"]) >= 2 and record["sampler"]["interval_ms"] == 10
+    assert record["method_used"]["clock_wait"]["enabled"] is True and record["method_used"]["cache"] == "cold"
+    assert all(tag["points"] >= 1 for tag in record["sample_tags"])

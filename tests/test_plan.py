@@ -53,18 +53,23 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "correctness": 24, "negative_control": 13, "span": 7,
-        "timing": 100, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 155,
+        "run_config": 1, "environment": 1, "ceiling": 3, "correctness": 24, "negative_control": 13, "span": 7,
+        "timing": 100, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 159,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
                       done.stdout)
-    by_priority = [(k, s, l, int(n)) for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
+    by_priority = [(k, s, l, int(n), "warm") for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
     assert by_priority == [t.key for t in kit_config.timing_plan(good)]
     # The environment and the config it hashes are scheduled before everything else.
     first = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:(?!(?:local)?rule ).*\n)*?\s+priority: (\d+)", done.stdout, re.M))
     first = {rule: int(priority) for rule, priority in first.items()}
     assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
+    # Every check (correctness, negative control) outranks every timed target, so all checks run
+    # first and the timed targets then follow the shuffled plan across kernels.
+    checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
+                                                  done.stdout, re.M)]
+    assert len(checks) == 24 + 13 and min(checks) > max(int(j[4]) for j in jobs)
     # Spans of a repeat come after its timed targets and before the next repeat's.
     # (A job block without a priority line has priority 0.)
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
@@ -111,4 +116,21 @@ def test_committed_runs_timed_their_targets_in_the_planned_order(run):
     records = [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
     config = json.loads((REPO / "results" / run / "config.json").read_text())
     executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
-    assert executed == [t.key for t in kit_config.timing_plan(config)]
+    assert executed == [t.key[:4] for t in kit_config.timing_plan(config)]
+
+
+def test_h200_full_followed_the_plan_within_each_kernel_but_ran_kernels_one_after_another():
+    """The committed full run predates the check priority: the scheduler timed each kernel's
+    targets (both repeats) as soon as its checks passed. Within a kernel the plan held."""
+    import json
+
+    run = REPO / "results" / "h200-full"
+    records = [json.loads(p.read_text()) for p in run.glob("timing/*/*/*/rep*.json")]
+    config = json.loads((run / "config.json").read_text())
+    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
+    plan = [t.key[:4] for t in kit_config.timing_plan(config)]
+    assert executed != plan
+    for kernel in config["kernels"]:
+        assert [k for k in executed if k[0] == kernel] == [k for k in plan if k[0] == kernel]
+    kernels_in_order = [k[0] for k in executed]
+    assert sum(a != b for a, b in zip(kernels_in_order, kernels_in_order[1:])) == len(config["kernels"]) - 1

@@ -174,14 +174,38 @@ def _inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dic
     return shape, device.upload(inputs)
 
 
+def _sampler_settings(args: argparse.Namespace) -> Any:
+    from kernelkit.sampler import SamplerSettings
+
+    if not 10 <= args.sampler_interval_ms <= 1000:
+        raise KitError(f"--sampler-interval-ms must be between 10 and 1000, not {args.sampler_interval_ms}")
+    if not 0 < args.min_sm_clock_fraction <= 1:
+        raise KitError(f"--min-sm-clock-fraction must be in (0, 1], not {args.min_sm_clock_fraction}")
+    return SamplerSettings(not args.no_sampler, args.sampler_interval_ms, args.min_sm_clock_fraction,
+                           args.wait_for_clock, args.wait_timeout_s)
+
+
+def _add_sampler_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-sampler", action="store_true", help="do not sample NVML during the timed samples")
+    p.add_argument("--sampler-interval-ms", type=float, default=20.0)
+    p.add_argument("--min-sm-clock-fraction", type=float, default=0.9,
+                   help="a sample whose window saw an SM clock below this fraction of the maximum is tagged low_clock")
+    p.add_argument("--wait-for-clock", action="store_true",
+                   help="keep the GPU busy before timing until the SM clock reaches that fraction (never changes settings)")
+    p.add_argument("--wait-timeout-s", type=float, default=10.0)
+
+
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, timing
+    from kernelkit import device, environment, sampler, timing
     from kernelkit.stats import summarize
 
     spec = specs.load(args.kernel)
     layout = spec.layout(args.layout)
     shape = spec.parse_shape(args.shape)
-    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples, max_sample_ms=args.max_sample_ms)
+    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples, max_sample_ms=args.max_sample_ms,
+                                      stop_relative_spread=args.stop_relative_spread,
+                                      stop_max_seconds=args.stop_max_seconds, stop_max_samples=args.stop_max_samples)
+    settings = _sampler_settings(args)
     identity = {
         "kernel": spec.name,
         "shape": args.shape,
@@ -206,9 +230,20 @@ def cmd_time(args: argparse.Namespace) -> int:
     cp.cuda.Device().synchronize()
 
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    flush = timing.L2Flush() if args.cache == "cold" else None
+
+    def wait(keep_busy: Any) -> dict[str, Any]:
+        read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
+        return sampler.wait_for_clock(read_clock, sm_clock_max, settings, keep_busy)
+
     before = nvml.snapshot()
-    samples, used = timing.kernel_time_samples(implementation.call, method)
+    with sampler.ClockSampler(nvml, settings) as clocks:
+        samples, used, windows = timing.kernel_time_samples(implementation.call, method, wait, flush)
     after = nvml.snapshot()
+    if flush is not None:
+        used["flush"] = flush.describe()
+    tags = sampler.tag_samples(windows, clocks.trace, settings, sm_clock_max)
 
     write_json_atomic(
         args.output,
@@ -217,6 +252,10 @@ def cmd_time(args: argparse.Namespace) -> int:
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,
+            "sampler": settings.describe(),
+            "sample_tags": tags,
+            "disturbed_samples": sampler.disturbed(tags),
+            "clock_trace": clocks.trace,
             "input_pattern": spec.timing_pattern,
             **implementation.record,
             "bytes_moved": spec.bytes_moved(shape),
@@ -228,13 +267,15 @@ def cmd_time(args: argparse.Namespace) -> int:
             "nvml_after": after,
         },
     )
-    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: median {summarize(samples).median:.3f} us "
-          f"over {len(samples)} samples ({used['name']}, {used['launches_per_sample']} calls per sample)")
+    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
+          f"{summarize(samples).median:.3f} us over {len(samples)} samples ({used['name']}, "
+          f"{used['launches_per_sample']} calls per sample); {len(clocks.trace)} clock readings, "
+          f"{len(sampler.disturbed(tags))} samples disturbed")
     return 0
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, timing
+    from kernelkit import device, environment, sampler, timing
     from kernelkit.stats import summarize
 
     spec = specs.load(args.kernel)
@@ -244,6 +285,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
     method = timing.SpanMethod(args.warmup, args.rounds, args.samples)
+    settings = _sampler_settings(args)
     skipped = {}
     for layout, correctness_file in zip(args.layout, args.correctness):
         reason = _require_checked(spec, layout, correctness_file, args.controls)
@@ -258,9 +300,15 @@ def cmd_span(args: argparse.Namespace) -> int:
     cp.cuda.Device().synchronize()
 
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
     before = nvml.snapshot()
-    samples = timing.span_samples({layout: impl.call for layout, impl in implementations.items()}, method) if layouts else {}
+    with sampler.ClockSampler(nvml, settings) as clocks:
+        samples = timing.span_samples({layout: impl.call for layout, impl in implementations.items()}, method) if layouts else {}
     after = nvml.snapshot()
+    for layout_samples in samples.values():
+        tags = sampler.tag_samples([(s["t0"], s["t1"]) for s in layout_samples], clocks.trace, settings, sm_clock_max)
+        for sample, tag in zip(layout_samples, tags):
+            sample["disturbed"] = bool(tag["throttled"] or tag["low_clock"])
     write_json_atomic(
         args.output,
         {
@@ -275,6 +323,8 @@ def cmd_span(args: argparse.Namespace) -> int:
                 for layout, impl in implementations.items()
             },
             "skipped": skipped,
+            "sampler": settings.describe(),
+            "clock_trace": clocks.trace,
             "input_pattern": spec.timing_pattern,
             "bytes_moved": spec.bytes_moved(shape),
             "flops": spec.flops(shape),
@@ -293,6 +343,76 @@ def cmd_span(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ceiling(args: argparse.Namespace) -> int:
+    from kernelkit import ceilings, device, environment, timing
+
+    if args.kind not in ceilings.KINDS:
+        raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(ceilings.KINDS)}")
+    method = timing.GraphReplayMethod(args.warmup, args.launches, args.samples, max_sample_ms=args.max_sample_ms)
+    cp = device.cupy()
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    before = nvml.snapshot()
+    record = ceilings.measure(args.kind, method, args.copy_bytes, args.gemm_n)
+    after = nvml.snapshot()
+    write_json_atomic(args.output, {**record, "device_name": device.device_name(), "unit": "microseconds per call",
+                                    "nvml_before": before, "nvml_after": after})
+    rate = ceilings.rates({args.kind: record})
+    print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rate.items()))
+    return 0
+
+
+def cmd_sanitize(args: argparse.Namespace) -> int:
+    from kernelkit import tools
+
+    spec = specs.load(args.kernel)
+    if spec.is_baseline(args.layout):
+        raise KitError(f"the sanitizer checks hand-written kernels; '{args.layout}' is a library baseline")
+    record = {"kernel": spec.name, "layout": args.layout, "source_sha256": spec.source_sha256(),
+              **tools.sanitize(spec.name, args.layout)}
+    write_json_atomic(args.output, record)
+    if "skipped" in record:
+        print(f"sanitizer skipped: {record['skipped']}")
+    else:
+        print("; ".join(f"{tool}: {r['errors']} errors ({r['status']})" for tool, r in record["tools"].items()))
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from kernelkit import tools
+
+    spec = specs.load(args.kernel)
+    spec.layout(args.layout)
+    spec.parse_shape(args.shape)
+    record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout, **tools.profile(spec.name, args.shape,
+                                                                                                 args.layout)}
+    write_json_atomic(args.output, record)
+    print(f"profile skipped: {record['skipped']}" if "skipped" in record else
+          f"profiled {len(record['launches'])} kernel launches in one call")
+    return 0
+
+
+def cmd_profile_call(args: argparse.Namespace) -> int:
+    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop."""
+    from kernelkit import device, library
+
+    spec = specs.load(args.kernel)
+    spec.layout(args.layout)
+    cp = device.cupy()
+    shape, buffers = _inputs_on_device(spec, args.shape)
+    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+    implementation = device.implementation(spec, args.layout, shape, buffers, out)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with library.on_stream(stream):
+        for _ in range(5):
+            implementation.call()
+        stream.synchronize()
+        cp.cuda.profiler.start()
+        implementation.call()
+        stream.synchronize()
+        cp.cuda.profiler.stop()
+    return 0
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
     from kernelkit import summary
 
@@ -307,6 +427,14 @@ def cmd_figure(args: argparse.Namespace) -> int:
 
     timed, _ = split_skipped([read_json(path) for path in args.timing])
     write_text_atomic(args.output, figures.timing_figure(timed, args.kernel))
+    return 0
+
+
+def cmd_clock_figure(args: argparse.Namespace) -> int:
+    from kernelkit import figures
+
+    timed, _ = split_skipped([read_json(path) for path in args.timing])
+    write_text_atomic(args.output, figures.clock_figure(timed))
     return 0
 
 
@@ -378,6 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
                           ("--warmup", 20), ("--launches", 64), ("--samples", 15)):
         p.add_argument(name, type=int, default=default)
     p.add_argument("--max-sample-ms", type=float, default=20.0, help="fewer calls per sample when one call is long")
+    p.add_argument("--stop-relative-spread", type=float,
+                   help="keep sampling until the median's relative half-width is at most this (default: fixed count)")
+    p.add_argument("--stop-max-seconds", type=float, default=10.0)
+    p.add_argument("--stop-max-samples", type=int, default=200)
+    p.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                   help="cold: evict L2 before every sample, which is then a single call")
+    _add_sampler_arguments(p)
     p.set_defaults(func=cmd_time)
 
     p = sub.add_parser("span", help="time single warmed calls of every layout of one shape, in rotating rounds")
@@ -388,7 +523,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controls", nargs="*", default=[])
     for name, default in (("--repeat", 1), ("--warmup", 10), ("--rounds", 3), ("--samples", 100)):
         p.add_argument(name, type=int, default=default)
+    _add_sampler_arguments(p)
     p.set_defaults(func=cmd_span)
+
+    p = sub.add_parser("ceiling", help="measure the copy or GEMM ceiling, or the harness floor (an empty kernel)")
+    p.add_argument("--kind", required=True, help="copy, gemm or floor")
+    p.add_argument("--output", required=True)
+    for name, default in (("--warmup", 20), ("--launches", 64), ("--samples", 15), ("--copy-bytes", 2**31),
+                          ("--gemm-n", 4096)):
+        p.add_argument(name, type=int, default=default)
+    p.add_argument("--max-sample-ms", type=float, default=20.0)
+    p.set_defaults(func=cmd_ceiling)
+
+    p = sub.add_parser("sanitize", help="compute-sanitizer memcheck and racecheck over a layout's correctness cases")
+    for name in ("--kernel", "--layout", "--output"):
+        p.add_argument(name, required=True)
+    p.set_defaults(func=cmd_sanitize)
+
+    p = sub.add_parser("profile", help="Nsight Compute counters of one warmed call (clocks not controlled)")
+    for name in ("--kernel", "--shape", "--layout", "--output"):
+        p.add_argument(name, required=True)
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("profile-call", help="(run under ncu) one warmed call between cudaProfilerStart and Stop")
+    for name in ("--kernel", "--shape", "--layout"):
+        p.add_argument(name, required=True)
+    p.set_defaults(func=cmd_profile_call)
 
     p = sub.add_parser("summary", help="one tidy row per timed target")
     p.add_argument("--output", required=True)
@@ -400,6 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True)
     p.add_argument("timing", nargs="+")
     p.set_defaults(func=cmd_figure)
+
+    p = sub.add_parser("clock-figure", help="the SVG of every NVML reading taken during the timed samples")
+    p.add_argument("--output", required=True)
+    p.add_argument("timing", nargs="+")
+    p.set_defaults(func=cmd_clock_figure)
 
     p = sub.add_parser("report", help="the report of one run directory, as Markdown and optionally HTML")
     p.add_argument("run_dir")

@@ -80,6 +80,8 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
 def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> None:
     known = specs.available(kernels_root)
     for kernel, entry in config["kernels"].items():
+        if kernel == "clocks":
+            raise KitError("config key 'kernels.clocks' is reserved: reports/<run>/figures/clocks.svg is the clock figure")
         if kernel not in known:
             raise KitError(f"config key 'kernels.{kernel}' names no kernel folder; allowed: {', '.join(known) or '(none)'}")
         spec = specs.load(kernel, kernels_root)
@@ -127,10 +129,11 @@ class TimedTarget:
     layout: str
     repeat: int
     order_key: int
+    cache: str = "warm"
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.kernel, self.shape, self.layout, self.repeat)
+    def key(self) -> tuple[str, str, str, int, str]:
+        return (self.kernel, self.shape, self.layout, self.repeat, self.cache)
 
     def priority(self, repeats: int) -> int:
         """Snakemake priority: every target of repeat r before any of repeat r+1, then by order key."""
@@ -153,7 +156,12 @@ def span_kernels(config: dict[str, Any]) -> list[str]:
     return list(config["span"].get("kernels", config["kernels"]))
 
 
-def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str) -> int:
+def caches(config: dict[str, Any]) -> list[str]:
+    """The cache states timed: `timing.cache` warm (default), cold or both."""
+    return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[config["timing"].get("cache", "warm")]
+
+
+def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str, cache: str = "warm") -> int:
     """A seeded pseudo-random key; within a repeat, targets run in ascending key order.
 
     A key per target (rather than a shuffled list) keeps each target's place stable when
@@ -161,7 +169,8 @@ def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str) -> i
     drift lands on different layouts in different repeats instead of always favouring
     whichever runs first.
     """
-    return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{layout}".encode())
+    suffix = "" if cache == "warm" else f"/{cache}"  # warm keys are those of runs made before cold existed
+    return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{layout}{suffix}".encode())
 
 
 def timing_plan(config: dict[str, Any]) -> list[TimedTarget]:
@@ -169,6 +178,7 @@ def timing_plan(config: dict[str, Any]) -> list[TimedTarget]:
     seed = config["timing"]["order_seed"]
     plan = []
     for repeat in range(1, config["timing"]["repeats"] + 1):
-        targets = [TimedTarget(k, s, l, repeat, order_key(seed, repeat, k, s, l)) for k, s, l in configurations(config)]
+        targets = [TimedTarget(k, s, l, repeat, order_key(seed, repeat, k, s, l, c), c)
+                   for k, s, l in configurations(config) for c in caches(config)]
         plan += sorted(targets, key=lambda t: t.order_key)
     return plan

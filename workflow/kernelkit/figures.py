@@ -72,3 +72,33 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
+
+
+def clock_figure(records: Sequence[dict[str, Any]]) -> str:
+    """SVG of every NVML reading the sampler took during a run: SM clock over the run's time,
+    readings that showed a throttle reason in red. Gaps are the time between timed targets."""
+    from kernelkit.sampler import THROTTLE_REASONS
+
+    plt = _pyplot()
+    points = sorted((p for r in records for p in r.get("clock_trace", []) if isinstance(p["sm_clock_mhz"], (int, float))),
+                    key=lambda p: p["t"])
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    if points:
+        start = points[0]["t"]
+        calm = [p for p in points if not set(p["reasons"] or []) & THROTTLE_REASONS]
+        hot = [p for p in points if set(p["reasons"] or []) & THROTTLE_REASONS]
+        ax.plot([p["t"] - start for p in calm], [p["sm_clock_mhz"] for p in calm], ".", markersize=2, color="tab:blue",
+                label="SM clock")
+        ax.plot([p["t"] - start for p in hot], [p["sm_clock_mhz"] for p in hot], ".", markersize=3, color="tab:red",
+                label="SM clock, throttle reason set")
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_xlabel("seconds since the first reading")
+    ax.set_ylabel("MHz")
+    ax.set_ylim(bottom=0)
+    ax.set_title("NVML readings during the timed samples")
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]

@@ -7,10 +7,12 @@ from the raw samples, not read back from summary.csv, so each traces to its samp
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any, Iterable
 
 import pandas as pd
 
+from kernelkit import ceilings, sampler
 from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
 from kernelkit.results import read_json, run_result_files, split_skipped
@@ -29,6 +31,12 @@ class Run:
         self.controls = [read_json(p) for p in run_result_files(self.dir, "controls")]
         self.timings, self.skipped = split_skipped([read_json(p) for p in run_result_files(self.dir, "timing")])
         self.spans = [read_json(p) for p in run_result_files(self.dir, "span")]
+        self.cold, cold_skipped = split_skipped([read_json(p) for p in run_result_files(self.dir, "cold")])
+        self.skipped += cold_skipped
+        self.ceilings = {r["kind"]: r for r in map(read_json, run_result_files(self.dir, "ceilings"))}
+        self.ceiling = ceilings.rates(self.ceilings)
+        self.sanitizer = [read_json(p) for p in run_result_files(self.dir, "sanitizer")]
+        self.profiles = [read_json(p) for p in run_result_files(self.dir, "profile")]
         self.table = summarize_records(self.timings)
 
     @property
@@ -258,9 +266,24 @@ def throughput_rows(run: Run, kernel: str) -> list[list[str]]:
         record = entry["record"]
         l2_bytes = run.environment["cuda"].get("l2_cache_bytes")
         fits = "yes" if isinstance(l2_bytes, int) and record["bytes_moved"] <= l2_bytes else "no"
-        rows.append([shape, layout, f"{median_s * 1e6:.3f}", f"{record['bytes_moved'] / median_s / 1e9:.1f}",
-                     f"{record['flops'] / median_s / 1e9:.1f}", fits])
+        row = [shape, layout, f"{median_s * 1e6:.3f}", f"{record['bytes_moved'] / median_s / 1e9:.1f}",
+               f"{record['flops'] / median_s / 1e9:.1f}", fits]
+        if run.ceiling:
+            row += roofline_cells(run, record["bytes_moved"], record["flops"], median_s * 1e6)
+        rows.append(row)
     return rows
+
+
+def roofline_cells(run: Run, bytes_moved: int, flops: int, median_us: float) -> list[str]:
+    """Bound, fraction of the run's own ceiling, and the flags a reader must see."""
+    verdict = ceilings.roofline(bytes_moved, flops, median_us, run.ceiling)
+    flags = []
+    if verdict["impossible"]:
+        flags.append("ABOVE CEILING: cache reuse or artefact, not a win")
+    if ceilings.near_floor(median_us, run.ceiling.get("floor_us")):
+        flags.append("within 3x the harness floor")
+    fraction = verdict["fraction"]
+    return [verdict["bound"], "n/a" if fraction is None else f"{fraction:.2f}", "; ".join(flags)]
 
 
 def resource_rows(run: Run, kernel: str) -> list[list[Any]]:
@@ -424,7 +447,8 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
             "(compulsory traffic, not measured traffic). Where those bytes fit in the L2 cache the environment "
             "records, the buffers stay cache-resident between calls, so GB/s there says nothing about DRAM and can "
             "exceed its bandwidth:"))
-        blocks.append(doc.Table(["Shape", "Layout", "Median (us)", "GB/s", "GFLOP/s", "Bytes fit in L2"],
+        roof = ["Bound", "Of its ceiling", "Flags"] if run.ceiling else []
+        blocks.append(doc.Table(["Shape", "Layout", "Median (us)", "GB/s", "GFLOP/s", "Bytes fit in L2", *roof],
                                 throughput_rows(run, kernel)))
         blocks.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
         blocks.append(doc.Table(
@@ -438,10 +462,21 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
             "Faster layout per shape; the margin is the runner-up's median divided by the winner's:"))
         blocks.append(doc.Table(
             ["Shape", "Faster layout per repeat (margin)", "Same in every repeat"],
-            [[f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
+            [[f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" + above_ceiling(run, kernel, f["shape"], w, r)
+                                    for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
              for f in faster_layouts(table, kernel)]))
         sections.append(doc.Section(kernel, blocks, level=3))
     return sections
+
+
+def above_ceiling(run: Run, kernel: str, shape: str, layout: str, repeat: int) -> str:
+    """' (above ceiling: not a win)' when that winner's timing beats the run's own ceiling."""
+    for record in run.timings:
+        if (record["kernel"], record["shape"], record["layout"], record["repeat"]) == (kernel, shape, layout, repeat):
+            verdict = ceilings.roofline(record["bytes_moved"], record["flops"], median(record["samples_us"]),
+                                        run.ceiling)
+            return " (above ceiling: not a win)" if verdict["impossible"] else ""
+    return ""
 
 
 def hypothesis_verdicts(table: pd.DataFrame, hypothesis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -474,6 +509,186 @@ def section_hypotheses(run: Run) -> doc.Section:
     return doc.Section("Hypotheses", [doc.Table(("Hypothesis", "Repeat", "Verdict", "Counter-examples"), rows)])
 
 
+def section_ceilings(run: Run) -> doc.Section | None:
+    """The run's own limits, measured before any kernel, and what they say about the timings."""
+    if not run.ceilings:
+        return None
+    rows = []
+    for kind, record in sorted(run.ceilings.items()):
+        median_us = median(record["samples_us"])
+        value = {"copy": f"{run.ceiling.get('copy_gb_s', 0):.1f} GB/s", "gemm": f"{run.ceiling.get('gemm_gflop_s', 0):.1f} GFLOP/s",
+                 "floor": f"{median_us:.3f} us per launch"}[kind]
+        rows.append([kind, record["what"], f"{median_us:.3f}", value, method_used(record)])
+    blocks: list[doc.Block] = [
+        doc.Paragraph("Measured in this run, on this GPU, with the method every target uses. Every timing is divided by "
+                      "the ceiling that bounds it (memory when the spec's FLOPs per byte lie below the ridge point "
+                      "GEMM rate / copy rate, else arithmetic); above 1 is impossible for data in DRAM and is flagged, "
+                      "never counted as a win. The floor is the cost of launching nothing: timings within 3x of it "
+                      "measure the harness as much as the kernel."),
+        doc.Table(["Ceiling", "What", "Median (us)", "Rate", "Taken by"], rows),
+    ]
+    if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
+        blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} FLOPs per byte."))
+    flagged, largest = [], {}
+    for record in run.timings:
+        median_us = median(record["samples_us"])
+        verdict = ceilings.roofline(record["bytes_moved"], record["flops"], median_us, run.ceiling)
+        if verdict["impossible"]:
+            flagged.append(f"{_target(record)} ({verdict['fraction']:.2f} of the {verdict['bound']} ceiling)")
+        if verdict["bound"] == "memory":
+            key = (record["kernel"], record["layout"])
+            shape_bytes = record["bytes_moved"]
+            if key not in largest or shape_bytes > largest[key][0]:
+                largest[key] = (shape_bytes, record["shape"], [])
+            if largest[key][1] == record["shape"]:
+                largest[key][2].append(verdict["fraction"])
+    if flagged:
+        blocks.append(doc.Paragraph(f"Above their ceiling ({len(flagged)} timed targets): " + "; ".join(flagged) + "."))
+    if largest:
+        blocks.append(doc.Paragraph("Memory-bound layouts at their largest shape, as a fraction of the measured copy "
+                                    "bandwidth (median over repeats):"))
+        blocks.append(doc.Table(["Kernel", "Layout", "Shape", "Fraction of copy bandwidth"], [
+            [kernel, layout, shape, f"{sorted(fractions)[len(fractions) // 2]:.2f}"]
+            for (kernel, layout), (_, shape, fractions) in sorted(largest.items())]))
+    return doc.Section("Ceilings and roofline", blocks)
+
+
+def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Targets with samples a throttle reason or a low SM clock touched, with the count."""
+    return [f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
+            + (f" ({', '.join(sorted({x for t in r['sample_tags'] for x in t.get('reasons') or []}))})"
+               if any(t.get("reasons") for t in r["sample_tags"]) else " (low SM clock)")
+            for r in records if r.get("disturbed_samples")]
+
+
+def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
+    """What the background NVML sampler saw while the samples were taken."""
+    sampled = [r for r in run.timings + run.cold if r.get("clock_trace")]
+    if not sampled:
+        return None
+    settings = sampled[0]["sampler"]
+    points = sum(len(r["clock_trace"]) for r in sampled)
+    clocks = [p["sm_clock_mhz"] for r in sampled for p in r["clock_trace"] if isinstance(p["sm_clock_mhz"], (int, float))]
+    reasons = sorted({x for r in sampled for p in r["clock_trace"] if isinstance(p["reasons"], list) for x in p["reasons"]})
+    blocks: list[doc.Block] = [figure] if figure else []
+    blocks.append(doc.Paragraph(
+        f"NVML read every {settings['interval_ms']:g} ms on a background thread during the samples of "
+        f"{len(sampled)} timed targets ({points} readings; SM clock {min(clocks):g} to {max(clocks):g} MHz; reasons seen: "
+        f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
+        f"throttle reason ({', '.join(sorted(sampler.THROTTLE_REASONS))}) or an SM clock below "
+        f"{settings['min_sm_clock_fraction']:g} of the maximum."))
+    affected = disturbed_targets(sampled)
+    blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
+    waits = [r["method_used"]["clock_wait"] for r in sampled if r["method_used"].get("clock_wait", {}).get("enabled")]
+    if waits:
+        blocks.append(doc.Paragraph(
+            f"Waiting for the clock was on: {len(waits)} targets waited {sum(w['waited_s'] for w in waits):.3f} s in all; "
+            f"{sum(1 for w in waits if w['ready'] is False)} gave up at the timeout."))
+    return doc.Section("Clocks during timing", blocks)
+
+
+def noise_rows(run: Run) -> list[list[str]]:
+    """Per configuration: spread inside each process, and between the processes' medians (both relative)."""
+    rows = []
+    for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
+                                                 key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
+        within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
+        medians = group["median_us"]
+        between = float((medians.max() - medians.min()) / medians.mean()) if len(group) > 1 else float("nan")
+        rows.append([kernel, shape, layout, f"{100 * within:.2f}%",
+                     "n/a" if between != between else f"{100 * between:.2f}%",
+                     "between" if between > within else "within"])
+    return rows
+
+
+def section_noise(run: Run) -> doc.Section | None:
+    rows = noise_rows(run)
+    if not rows:
+        return None
+    larger = sum(1 for r in rows if r[-1] == "between")
+    return doc.Section("Noise: within and between processes", [
+        doc.Paragraph("Within: (max - min) / median of one process's samples, the median over repeats. Between: the "
+                      "range of the repeats' medians over their mean. Where between exceeds within, a second process "
+                      f"tells more than more samples would: {larger} of {len(rows)} configurations."),
+        doc.Table(["Kernel", "Shape", "Layout", "Within a process", "Between processes", "Larger"], rows)])
+
+
+def section_cold(run: Run) -> doc.Section | None:
+    """Warm and cold cache side by side: the same configuration with L2 evicted before every sample."""
+    if not run.cold:
+        return None
+    pooled: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for cache, records in (("warm", run.timings), ("cold", run.cold)):
+        for record in records:
+            entry = pooled.setdefault((record["kernel"], record["shape"], record["layout"]), {"warm": [], "cold": []})
+            entry[cache] += record["samples_us"]
+    rows = []
+    for (kernel, shape, layout), entry in sorted(pooled.items(), key=lambda i: (i[0][0], natural_key(i[0][1]), i[0][2])):
+        warm = median(entry["warm"]) if entry["warm"] else None
+        cold = median(entry["cold"]) if entry["cold"] else None
+        rows.append([kernel, shape, layout, _us(warm), _us(cold),
+                     f"{cold / warm:.2f}" if warm and cold else "n/a"])
+    flush = next((r["method_used"].get("flush") for r in run.cold if r["method_used"].get("flush")), {})
+    return doc.Section("Cold and warm cache", [
+        doc.Paragraph("Cold: before every sample the kit writes a buffer of "
+                      f"{flush.get('flush_bytes', 'n/a')} bytes (twice the L2 size the device reports, "
+                      f"{flush.get('l2_bytes', 'n/a')} bytes) outside the timed interval, and reset persisting L2 lines "
+                      f"({flush.get('persisting_l2_reset', 'n/a')}); each cold sample is a single call, so launch "
+                      "overhead is not amortised as in the warm view. Medians in microseconds, pooled over repeats."),
+        doc.Table(["Kernel", "Shape", "Layout", "Warm", "Cold", "Cold / warm"], rows)])
+
+
+def section_tools(run: Run) -> list[doc.Section]:
+    """compute-sanitizer and Nsight Compute results, where the config asked for them."""
+    sections = []
+    if run.sanitizer:
+        rows = []
+        for record in run.sanitizer:
+            if "skipped" in record:
+                rows.append([record["kernel"], record["layout"], "skipped", "skipped", record["skipped"]])
+                continue
+            tools = record["tools"]
+            rows.append([record["kernel"], record["layout"],
+                         *(_fmt(tools[t]["errors"]) if tools[t]["errors"] is not None else tools[t]["status"]
+                           for t in ("memcheck", "racecheck")), ""])
+        sections.append(doc.Section("Sanitizer", [
+            doc.Paragraph("compute-sanitizer over every correctness case of each hand-written layout (the kit's own "
+                          "correctness command run under the tool). Errors are the tool's ERROR SUMMARY counts."),
+            doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
+    if run.profiles:
+        medians: dict[tuple[str, str, str], list[float]] = {}
+        for record in run.timings:
+            medians.setdefault((record["kernel"], record["shape"], record["layout"]), []).extend(record["samples_us"])
+        rows = []
+        for record in sorted(run.profiles, key=lambda r: (r["kernel"], natural_key(r["shape"]), r["layout"])):
+            key = (record["kernel"], record["shape"], record["layout"])
+            timed = _us(median(medians[key])) if key in medians else "n/a"
+            if "skipped" in record:
+                rows.append([*key, timed, "", "", "", "", f"skipped: {record['skipped']}"])
+                continue
+            launches = record["launches"]
+
+            def total(name: str) -> str:
+                values = [x[name] for x in launches if isinstance(x.get(name), float)]
+                return f"{sum(values):.0f}" if values else "n/a"
+
+            def weighted(name: str) -> str:
+                pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
+                weight = sum(w for _, w in pairs)
+                return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
+
+            rows.append([*key, timed, weighted("dram_throughput_pct_of_peak"), weighted("achieved_occupancy_pct"),
+                         total("instructions_executed"), total("shared_bank_conflicts"),
+                         f"{len(launches)} kernel launch(es)"])
+        sections.append(doc.Section("Counters (Nsight Compute)", [
+            doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
+                          "saw them); percentages are duration-weighted over the kernels the call launched, counts "
+                          "are summed. The median is the kernel time of the timing targets, not ncu's replayed duration."),
+            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", "DRAM % of peak", "Achieved occupancy %",
+                       "Instructions", "Shared bank conflicts", "Note"], rows)]))
+    return sections
+
+
 def caveats(run: Run) -> list[str]:
     """What a reader must know before trusting the numbers, derived from the files only."""
     found = []
@@ -501,6 +716,16 @@ def caveats(run: Run) -> list[str]:
             found.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
                          + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                          f"{spread:.3f})")
+    from kernelkit.config import timing_plan
+
+    plan = [t.key[:4] for t in timing_plan(run.config) if t.cache == "warm"]
+    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=lambda r: r["started_utc"])]
+    if len(executed) == len(plan) and executed != plan:
+        moved = sum(a != b for a, b in zip(executed, plan))
+        runs_of_kernels = 1 + sum(a[0] != b[0] for a, b in zip(executed, executed[1:]))
+        found.append(f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
+                     f"{runs_of_kernels} stretches of one kernel): drift over the run can favour the kernels timed at "
+                     "the same time")
     skipped = sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped})
     if skipped:
         found.append("Layouts skipped because their library is missing here: " + "; ".join(skipped))
@@ -528,9 +753,14 @@ def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.
     intro = doc.Section("About this report", [doc.Paragraph(
         f"Generated from results/{run.name}/ only. Every timing is recomputed from the raw samples in "
         "timing/<kernel>/<shape>/<layout>/rep<n>.json.")])
-    two_views = section_two_views(run)
+    clock_path = figure_dir / "clocks.svg" if figure_dir else None
+    clock_figure = (doc.Figure(clock_path.read_text(encoding="utf-8"), f"{figure_dir.name}/clocks.svg",
+                               "SM clock of every NVML reading during the timed samples")
+                    if clock_path and clock_path.exists() else None)
+    optional = [section_two_views(run), section_cold(run), section_ceilings(run), section_clocks(run, clock_figure),
+                section_noise(run), *section_tools(run)]
     sections = [intro, section_method(run), section_environment(run), section_correctness(run), section_controls(run),
-                *section_timings(run, figures), *([two_views] if two_views else []), section_hypotheses(run),
+                *section_timings(run, figures), *[section for section in optional if section], section_hypotheses(run),
                 section_caveats(run)]
     return f"kernelkit report: run {run.name}", sections
 

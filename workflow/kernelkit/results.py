@@ -55,9 +55,10 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
-    """The result files of one kind ('timing', 'span', 'correctness', 'controls') in a run directory, sorted."""
-    pattern = {"timing": "timing/*/*/*/rep*.json", "span": "span/*/*/rep*.json", "correctness": "correctness/*/*.json",
-               "controls": "controls/*/*.json"}
+    """The result files of one kind ('timing', 'cold', 'span', 'correctness', 'controls', 'ceilings') in a run directory, sorted."""
+    pattern = {"timing": "timing/*/*/*/rep*.json", "cold": "cold/*/*/*/rep*.json", "span": "span/*/*/rep*.json",
+               "correctness": "correctness/*/*.json", "controls": "controls/*/*.json", "ceilings": "ceilings/*.json",
+               "sanitizer": "sanitizer/*/*.json", "profile": "profile/*/*/*.json"}
     return sorted(Path(run_dir).glob(pattern[kind]))
 
 

@@ -10,6 +10,7 @@ either (the report lists such cases among its caveats).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import median
 from typing import Sequence
@@ -108,3 +109,19 @@ def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
     if interval.high < 1.0 and order < 0:
         return "FASTER"
     return "AMBIGUOUS"
+
+
+def median_relative_halfwidth(samples: Sequence[float], z: float = 1.96) -> float:
+    """Half the width of a distribution-free ~95% interval of the median, over the median.
+
+    The interval runs between the order statistics n/2 -+ z sqrt(n)/2 (the binomial
+    approximation), so it needs no assumption about the shape of the samples' distribution.
+    """
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n < 2:
+        return float("inf")
+    low = max(0, math.floor(n / 2 - z * math.sqrt(n) / 2))
+    high = min(n - 1, math.ceil(n / 2 + z * math.sqrt(n) / 2))
+    centre = median(ordered)
+    return (ordered[high] - ordered[low]) / 2 / centre if centre else float("inf")

@@ -11,8 +11,8 @@ from kernelkit.stats import summarize
 
 COLUMNS = [
     "kernel", "shape", "layout", "repeat", "n", "median_us", "min_us", "max_us",
-    "order_key", "order_position", "method", "calls_per_sample", "sm_clock_before_mhz", "sm_clock_after_mhz",
-    "started_utc", "source_sha256",
+    "order_key", "order_position", "method", "calls_per_sample", "cache", "disturbed_samples", "stopped_by",
+    "sm_clock_before_mhz", "sm_clock_after_mhz", "started_utc", "source_sha256",
 ]
 
 
@@ -39,6 +39,10 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 "method": record.get("method_used", {}).get("name", "cuda_graph_replay"),
                 "calls_per_sample": record.get("method_used", {}).get("launches_per_sample",
                                                                       record["method"]["launches_per_graph"]),
+                "cache": record.get("method_used", {}).get("cache", "warm"),
+                # None where the file predates the sampler: not measured, which is not the same as zero.
+                "disturbed_samples": len(record["disturbed_samples"]) if "disturbed_samples" in record else None,
+                "stopped_by": record.get("method_used", {}).get("stopped_by", "fixed_count"),
                 "sm_clock_before_mhz": _number(record["nvml_before"].get("sm_clock_mhz")),
                 "sm_clock_after_mhz": _number(record["nvml_after"].get("sm_clock_mhz")),
                 "started_utc": record["started_utc"],
@@ -48,6 +52,7 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "order_position"])
     # Where each target ran within its repeat: ascending order key, as the workflow schedules it.
     table["order_position"] = table.groupby("repeat")["order_key"].rank(method="first").astype(int) - 1
+    table["disturbed_samples"] = table["disturbed_samples"].astype("Int64")
     return sort_table(table[COLUMNS])
 
 
@@ -59,7 +64,8 @@ def natural_key(text: str) -> tuple:
 def sort_table(table: pd.DataFrame) -> pd.DataFrame:
     return (
         table.assign(_shape=table["shape"].map(natural_key), _layout=table["layout"].map(natural_key))
-        .sort_values(["kernel", "_shape", "_layout", "repeat"], kind="stable")
+        .sort_values(["kernel", "_shape", "_layout", "cache", "repeat"] if "cache" in table else
+                     ["kernel", "_shape", "_layout", "repeat"], kind="stable")
         .drop(columns=["_shape", "_layout"])
         .reset_index(drop=True)
     )

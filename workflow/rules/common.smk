@@ -21,6 +21,15 @@ except KitError as error:
 
 RUN = config["run"]
 TIMING = {"max_sample_ms": 20.0, **config["timing"]}
+SAMPLER = {
+    "enabled": True,
+    "interval_ms": 20,
+    "min_sm_clock_fraction": 0.9,
+    "wait_for_clock": False,
+    "wait_timeout_s": 10,
+    **config.get("sampler", {}),
+}
+CACHES = kit_config.caches(config)
 SPAN = config.get("span")
 SPAN_KERNELS = kit_config.span_kernels(config)
 SPAN_REPEATS = SPAN.get("repeats", TIMING["repeats"]) if SPAN else 0
@@ -43,6 +52,8 @@ wildcard_constraints:
     control=r"[A-Za-z0-9_]+",
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
+    view=r"timing|cold",
+    ceiling=r"copy|gemm|floor",
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
@@ -51,6 +62,14 @@ wildcard_constraints:
 # the jobs it needs: the environment and the config it records both go first, so that a
 # machine without a GPU fails there, with its own message, before anything else runs.
 ENVIRONMENT_PRIORITY = 2**40
+# Ceilings run right after the environment, before any kernel: same GPU, clocks as cold as the run's start.
+CEILING_PRIORITY = 2**39
+# Every correctness target and negative control runs before any timing. Were they below the timing
+# priorities, the greedy scheduler would time one kernel's targets, both repeats, as soon as that
+# kernel's checks passed, before checking the next kernel: the runs would be grouped by kernel
+# instead of following the shuffled plan (the committed run h200-full ran that way).
+CHECK_PRIORITY = 2**38
+CEILINGS = {"copy_bytes": 2**31, "gemm_n": 4096, **config.get("ceilings", {})}
 
 
 def checked_kernel(wildcards):
@@ -121,7 +140,34 @@ def timed_target(wildcards):
         raise WorkflowError(
             f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})"
         )
-    return PLAN[(wildcards.kernel, wildcards.shape, wildcards.layout, repeat)]
+    cache = "cold" if wildcards.view == "cold" else "warm"
+    if cache not in CACHES:
+        raise WorkflowError(
+            f"{cache}-cache targets are not configured; config key 'timing.cache' allows: {', '.join(CACHES)}"
+        )
+    return PLAN[(wildcards.kernel, wildcards.shape, wildcards.layout, repeat, cache)]
+
+
+def stop_arguments(wildcards):
+    stop = TIMING.get("stop")
+    if not stop:
+        return ""
+    return (
+        f"--stop-relative-spread {stop['relative_spread']} --stop-max-seconds {stop.get('max_seconds', 10)}"
+        f" --stop-max-samples {stop.get('max_samples', 200)}"
+    )
+
+
+def sampler_arguments(wildcards):
+    return " ".join(
+        [
+            f"--sampler-interval-ms {SAMPLER['interval_ms']}",
+            f"--min-sm-clock-fraction {SAMPLER['min_sm_clock_fraction']}",
+            f"--wait-timeout-s {SAMPLER['wait_timeout_s']}",
+            "" if SAMPLER["enabled"] else "--no-sampler",
+            "--wait-for-clock" if SAMPLER["wait_for_clock"] else "",
+        ]
+    ).strip()
 
 
 def timing_inputs(wildcards):
@@ -144,6 +190,21 @@ def checked_shape(wildcards):
             f"shape '{wildcards.shape}' is not configured for kernel '{wildcards.kernel}'; allowed: {', '.join(shapes)}"
         )
     return wildcards.shape
+
+
+def profile_inputs(wildcards):
+    """Counters only for a configuration whose checks passed and whose timing is done, so the
+    profiler never runs beside a timed target."""
+    checked_shape(wildcards)
+    checked_layout(wildcards)
+    return {
+        "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
+        "timing": [
+            f"results/{RUN}/timing/{wildcards.kernel}/{wildcards.shape}/{wildcards.layout}/rep{r}.json"
+            for r in range(1, TIMING["repeats"] + 1)
+            if "warm" in CACHES
+        ],
+    }
 
 
 def checked_span(wildcards):
@@ -195,25 +256,61 @@ def span_files(kernel=None):
 
 
 def figure_inputs(wildcards):
-    return timing_files(checked_kernel(wildcards))
+    """The kernel's warm timings, or its cold ones when only cold ones are configured."""
+    return timing_files(checked_kernel(wildcards), CACHES[0])
 
 
-def timing_files(kernel=None):
+def timing_files(kernel=None, cache="warm"):
+    """Warm targets live under timing/, cold ones under cold/."""
+    folder = "timing" if cache == "warm" else "cold"
     return [
-        f"results/{RUN}/timing/{t.kernel}/{t.shape}/{t.layout}/rep{t.repeat}.json"
+        f"results/{RUN}/{folder}/{t.kernel}/{t.shape}/{t.layout}/rep{t.repeat}.json"
         for t in PLAN.values()
-        if kernel in (None, t.kernel)
+        if kernel in (None, t.kernel) and t.cache == cache
     ]
 
 
+def sanitizer_files():
+    if not config.get("sanitize", False):
+        return []
+    return [
+        f"results/{RUN}/sanitizer/{kernel}/{layout}.json"
+        for kernel, entry in KERNELS.items()
+        for layout in entry["layouts"]
+        if not SPECS[kernel].is_baseline(layout)
+    ]
+
+
+def profile_files():
+    if not config.get("profile", False):
+        return []
+    return [
+        f"results/{RUN}/profile/{kernel}/{shape}/{layout}.json"
+        for kernel, entry in KERNELS.items()
+        for shape in entry["shapes"]
+        for layout in entry["layouts"]
+    ]
+
+
+def ceiling_files():
+    return expand(
+        "results/{run}/ceilings/{ceiling}.json",
+        run=RUN,
+        ceiling=["copy", "gemm", "floor"],
+    )
+
+
 def all_targets():
-    targets = [f"results/{RUN}/environment.json"]
+    targets = [f"results/{RUN}/environment.json", *ceiling_files()]
     for kernel in KERNELS:
         targets += correctness_files(kernel) + control_files(kernel)
     return (
         targets
         + timing_files()
+        + timing_files(cache="cold")
         + span_files()
+        + sanitizer_files()
+        + profile_files()
         + [
             f"results/{RUN}/summary.csv",
             f"reports/{RUN}/report.md",

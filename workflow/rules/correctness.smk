@@ -5,6 +5,7 @@ rule correctness:
         "results/{run}/correctness/{kernel}/{layout}.json",
     log:
         "results/{run}/logs/correctness/{kernel}/{layout}.log",
+    priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
@@ -24,6 +25,7 @@ rule negative_control:
         "results/{run}/controls/{kernel}/{control}.json",
     log:
         "results/{run}/logs/controls/{kernel}/{control}.log",
+    priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
@@ -36,3 +38,26 @@ rule negative_control:
     shell:
         "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
         " {params.layouts} --output {output} > {log} 2>&1"
+
+
+rule sanitize:
+    input:
+        sources=kernel_sources,
+        correctness="results/{run}/correctness/{kernel}/{layout}.json",
+    output:
+        report(
+            "results/{run}/sanitizer/{kernel}/{layout}.json",
+            caption="../report/tools.rst",
+            category="Optional tools",
+        ),
+    log:
+        "results/{run}/logs/sanitizer/{kernel}/{layout}.log",
+    conda:
+        "../../envs/kernelkit.yaml"
+    resources:
+        gpu=1,
+    params:
+        layout=checked_layout,
+    shell:
+        "python -m kernelkit sanitize --kernel {wildcards.kernel} --layout {params.layout}"
+        " --output {output} > {log} 2>&1"

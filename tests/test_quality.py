@@ -1,0 +1,157 @@
+"""Measurement-quality logic on the CPU: clock-sampler tags, the wait for the clock, the
+roofline against the run's own ceilings, the harness floor, the stopping rule and the noise
+split. Real arithmetic on constructed traces and on the committed runs' samples."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from kernelkit import ceilings, report, sampler
+from kernelkit.stats import median_relative_halfwidth
+from kernelkit.timing import GraphReplayMethod, launches_per_sample, rotation, stop_reason
+
+SETTINGS = sampler.SamplerSettings(interval_ms=20, min_sm_clock_fraction=0.9)
+
+
+def point(t, clock=1980, reasons=()):
+    return {"t": t, "sm_clock_mhz": clock, "memory_clock_mhz": 3201, "power_w": 300.0, "temperature_c": 40,
+            "reasons": list(reasons)}
+
+
+def test_tags_mark_only_samples_near_a_throttle_or_a_low_clock():
+    trace = [point(0.00), point(0.02), point(0.04, reasons=["sw_power_cap"]), point(0.06), point(0.08),
+             point(0.10, clock=1500), point(0.12), point(0.14), point(0.16, reasons=["gpu_idle"])]
+    windows = [(0.000, 0.005), (0.050, 0.052), (0.100, 0.101), (0.140, 0.141), (0.500, 0.501)]
+    tags = sampler.tag_samples(windows, trace, SETTINGS, 1980)
+    assert [t["throttled"] for t in tags] == [False, True, False, False, None]
+    assert [t["low_clock"] for t in tags] == [False, False, True, False, None]
+    assert tags[1]["reasons"] == ["sw_power_cap"] and tags[2]["min_sm_clock_mhz"] == 1500
+    # gpu_idle is not a throttle of the timed work; a sample nobody read is unknown, not clean.
+    assert sampler.disturbed(tags) == [1, 2]
+
+
+def test_unreadable_clocks_leave_the_low_clock_tag_unknown():
+    trace = [point(0.0, clock="unavailable: NVMLError_NotSupported")]
+    tag = sampler.tag_samples([(0.0, 0.001)], trace, SETTINGS, "unavailable: no max")[0]
+    assert tag["low_clock"] is None and tag["throttled"] is False
+
+
+def test_wait_for_clock_keeps_the_gpu_busy_until_the_clock_is_up():
+    readings = iter([500, 900, 1500, 1890])
+    busy = []
+    waited = sampler.wait_for_clock(lambda: next(readings), 1980, sampler.SamplerSettings(wait_for_clock=True),
+                                    lambda: busy.append(1))
+    assert waited["ready"] is True and waited["checks"] == 4 and len(busy) == 3 and waited["last_sm_clock_mhz"] == 1890
+    off = sampler.wait_for_clock(lambda: 100, 1980, SETTINGS, lambda: busy.append(1))
+    assert off == {"enabled": False, "waited_s": 0.0, "checks": 0, "ready": None}
+
+
+def test_wait_for_clock_gives_up_at_the_timeout():
+    settings = sampler.SamplerSettings(wait_for_clock=True, wait_timeout_s=0.05)
+    waited = sampler.wait_for_clock(lambda: 345, 1980, settings, lambda: None)
+    assert waited["ready"] is False and waited["waited_s"] >= 0.05
+
+
+def test_sampler_thread_reads_until_stopped():
+    class FakeNvml:
+        error = None
+
+        def snapshot(self):
+            return {"sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "power_draw_w": 1.0, "temperature_c": 30,
+                    "clock_event_reasons": []}
+
+    import time
+
+    with sampler.ClockSampler(FakeNvml(), sampler.SamplerSettings(interval_ms=10)) as clocks:
+        time.sleep(0.1)
+    assert 5 <= len(clocks.trace) <= 15
+    assert all(a["t"] <= b["t"] for a, b in zip(clocks.trace, clocks.trace[1:]))
+    with sampler.ClockSampler(FakeNvml(), sampler.SamplerSettings(enabled=False)) as off:
+        time.sleep(0.02)
+    assert off.trace == []
+
+
+CEILING = {"copy_gb_s": 4000.0, "gemm_gflop_s": 50_000.0, "floor_us": 2.0}
+
+
+def test_roofline_picks_the_bounding_ceiling_and_flags_the_impossible():
+    # A copy-like kernel: 1 GB in 0.5 ms is 2000 GB/s, half the copy ceiling.
+    memory = ceilings.roofline(10**9, 10**8, 500.0, CEILING)
+    assert memory["bound"] == "memory" and memory["fraction"] == pytest.approx(0.5) and not memory["impossible"]
+    # 4096^3 GEMM in 2.7 ms: 50.9 TFLOP/s, just above the 50 TFLOP/s ceiling.
+    gemm = ceilings.roofline(3 * 4 * 4096**2, 2 * 4096**3, 2700.0, CEILING)
+    assert gemm["bound"] == "arithmetic" and gemm["fraction"] == pytest.approx(2 * 4096**3 / 2.7e-3 / 5e13)
+    assert gemm["impossible"]
+    assert ceilings.roofline(1, 1, 1.0, {})["bound"] == "unknown"
+    assert ceilings.near_floor(5.9, 2.0) and not ceilings.near_floor(6.1, 2.0) and not ceilings.near_floor(1.0, None)
+
+
+def test_ceiling_rates_come_from_the_sample_medians():
+    records = {"copy": {"bytes": 2 * 2**31, "samples_us": [1100.0, 1000.0, 1020.0]},
+               "gemm": {"flops": 2 * 4096**3, "samples_us": [2700.0]}, "floor": {"samples_us": [2.0, 2.5, 2.2]}}
+    rates = ceilings.rates(records)
+    assert rates["copy_gb_s"] == pytest.approx(2 * 2**31 / 1020e-6 / 1e9)
+    assert rates["gemm_gflop_s"] == pytest.approx(2 * 4096**3 / 2700e-6 / 1e9) and rates["floor_us"] == 2.2
+
+
+def test_median_halfwidth_shrinks_with_more_samples_and_the_stopping_rule_says_why_it_stopped():
+    rng = np.random.default_rng(0)
+    few, many = list(10 + rng.standard_normal(15)), list(10 + rng.standard_normal(1500))
+    assert median_relative_halfwidth(many) < median_relative_halfwidth(few) < 0.2
+    assert median_relative_halfwidth([5.0] * 20) == 0.0
+    fixed = GraphReplayMethod(samples=15)
+    assert stop_reason(few[:14], fixed, 0.0) is None and stop_reason(few, fixed, 0.0) == "fixed_count"
+    rule = GraphReplayMethod(samples=15, stop_relative_spread=0.001, stop_max_seconds=1.0, stop_max_samples=100)
+    assert stop_reason(few, rule, 0.0) is None
+    assert stop_reason(few, rule, 1.0) == "time_limit"
+    assert stop_reason(many[:100], rule, 0.0) == "sample_limit"
+    assert stop_reason([7.0] * 15, rule, 0.0) == "spread"
+
+
+def test_long_calls_get_fewer_per_sample_and_rounds_rotate():
+    method = GraphReplayMethod(launches_per_graph=64, max_sample_ms=20.0)
+    assert launches_per_sample(2.0, method) == 64 and launches_per_sample(16_900.0, method) == 1
+    assert launches_per_sample(2700.0, method) == 7 and launches_per_sample(0.0, method) == 64
+    assert [rotation(["a", "b", "c"], r) for r in range(4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"],
+                                                                ["a", "b", "c"]]
+
+
+def test_noise_split_from_the_committed_run():
+    run = report.Run(REPO / "results" / "h200-full")
+    rows = {(r[0], r[1], r[2]): r for r in report.noise_rows(run)}
+    assert len(rows) == 50
+    records = sorted((json.loads(p.read_text()) for p in (REPO / "results/h200-full/timing/layernorm/4096x1024/warp")
+                      .glob("rep*.json")), key=lambda r: r["repeat"])
+    medians = [statistics.median(r["samples_us"]) for r in records]
+    within = statistics.median((max(r["samples_us"]) - min(r["samples_us"])) / statistics.median(r["samples_us"])
+                               for r in records)
+    between = (max(medians) - min(medians)) / statistics.mean(medians)
+    row = rows[("layernorm", "4096x1024", "warp")]
+    assert row[3] == f"{100 * within:.2f}%" and row[4] == f"{100 * between:.2f}%" and row[5] == "between"
+
+
+def test_sanitizer_and_ncu_output_are_read_from_the_tools_text():
+    from kernelkit import tools
+
+    assert tools.sanitizer_errors("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == 0
+    assert tools.sanitizer_errors("========= Invalid __global__ read\n========= ERROR SUMMARY: 3 errors\n") == 3
+    assert tools.sanitizer_errors("no summary: the tool could not start") is None
+    csv_text = (
+        "==PROF== Connected to process 1\n"
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+        '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"\n'
+        '"0","1","python3","h","rmsnorm_rows","1","7","(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics",'
+        '"dram__throughput.avg.pct_of_peak_sustained_elapsed","%","61.5"\n'
+        '"0","1","python3","h","rmsnorm_rows","1","7","(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics",'
+        '"smsp__inst_executed.sum","inst","1,234,567"\n'
+        '"0","1","python3","h","rmsnorm_rows","1","7","(256, 1, 1)","(512, 1, 1)","0","9.0","Command line profiler metrics",'
+        '"some__other.metric","","5"\n')
+    launches = tools.ncu_metrics(csv_text)
+    assert launches == [{"kernel": "rmsnorm_rows", "block": "(256, 1, 1)", "grid": "(512, 1, 1)",
+                         "dram_throughput_pct_of_peak": 61.5, "instructions_executed": 1234567.0}]
+    assert tools.ncu_metrics("==ERROR== ERR_NVGPUCTRPERM - no permission") == []

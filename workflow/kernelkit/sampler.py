@@ -1,0 +1,128 @@
+"""What the clocks did while a target was timed: a background NVML sampler and per-sample tags.
+
+Snapshots before and after a target cannot see a clock drop in between; the sampler reads SM
+and memory clocks, power, temperature and clock-event reasons every `interval_ms` on its own
+thread while the samples are taken. Each timing sample is then tagged from the trace points
+within one interval of its host-side window, so a reader can drop or count the samples a
+throttle touched. The tagging is plain Python, tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+# Reasons that lower the clock under load. gpu_idle, applications_clocks_setting and
+# display_clock_setting describe a setting or an idle GPU, not a throttle of the timed work.
+THROTTLE_REASONS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    enabled: bool = True
+    interval_ms: float = 20.0
+    min_sm_clock_fraction: float = 0.9
+    wait_for_clock: bool = False
+    wait_timeout_s: float = 10.0
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ClockSampler:
+    """Context manager: reads NVML every interval on a daemon thread; `trace` holds the points."""
+
+    def __init__(self, nvml: Any, settings: SamplerSettings) -> None:
+        self.nvml = nvml
+        self.settings = settings
+        self.trace: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kernelkit-nvml-sampler", daemon=True)
+
+    def point(self) -> dict[str, Any]:
+        snap = self.nvml.snapshot()
+        return {
+            "t": time.time(),
+            "sm_clock_mhz": snap["sm_clock_mhz"],
+            "memory_clock_mhz": snap["memory_clock_mhz"],
+            "power_w": snap["power_draw_w"],
+            "temperature_c": snap["temperature_c"],
+            "reasons": snap["clock_event_reasons"],
+        }
+
+    def _run(self) -> None:
+        interval = self.settings.interval_ms / 1000.0
+        while True:
+            self.trace.append(self.point())
+            if self._stop.wait(interval):
+                break
+
+    def __enter__(self) -> "ClockSampler":
+        if self.settings.enabled and not getattr(self.nvml, "error", None):
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+            self.trace.append(self.point())
+
+
+def tag_samples(
+    windows: list[tuple[float, float]],
+    trace: list[dict[str, Any]],
+    settings: SamplerSettings,
+    sm_clock_max_mhz: Any,
+) -> list[dict[str, Any]]:
+    """Per sample: the trace points within one interval of its window, and whether any of them
+    showed a throttle reason or an SM clock below `min_sm_clock_fraction` of the maximum.
+
+    A sample no trace point covers gets None for both: unknown, not clean.
+    """
+    margin = settings.interval_ms / 1000.0
+    floor = settings.min_sm_clock_fraction * sm_clock_max_mhz if isinstance(sm_clock_max_mhz, (int, float)) else None
+    tags = []
+    for start, end in windows:
+        near = [p for p in trace if start - margin <= p["t"] <= end + margin]
+        if not near:
+            tags.append({"points": 0, "throttled": None, "low_clock": None})
+            continue
+        throttled = sorted({r for p in near if isinstance(p["reasons"], list) for r in p["reasons"] if r in THROTTLE_REASONS})
+        clocks = [p["sm_clock_mhz"] for p in near if isinstance(p["sm_clock_mhz"], (int, float))]
+        tags.append({
+            "points": len(near),
+            "throttled": bool(throttled),
+            "reasons": throttled,
+            "low_clock": (min(clocks) < floor) if clocks and floor is not None else None,
+            "min_sm_clock_mhz": min(clocks) if clocks else None,
+        })
+    return tags
+
+
+def disturbed(tags: list[dict[str, Any]]) -> list[int]:
+    """Indices of the samples a throttle reason or a low SM clock touched."""
+    return [i for i, tag in enumerate(tags) if tag["throttled"] or tag["low_clock"]]
+
+
+def wait_for_clock(
+    read_sm_clock: Callable[[], Any], sm_clock_max_mhz: Any, settings: SamplerSettings, keep_busy: Callable[[], None]
+) -> dict[str, Any]:
+    """Before timing, keep the GPU busy until its SM clock reaches the configured fraction of the
+    maximum, or the timeout passes. Reads clocks only; never changes a setting of the card."""
+    if not settings.wait_for_clock or not isinstance(sm_clock_max_mhz, (int, float)):
+        return {"enabled": settings.wait_for_clock, "waited_s": 0.0, "checks": 0, "ready": None}
+    floor = settings.min_sm_clock_fraction * sm_clock_max_mhz
+    begin, checks = time.monotonic(), 0
+    while True:
+        clock = read_sm_clock()
+        checks += 1
+        ready = isinstance(clock, (int, float)) and clock >= floor
+        if ready or time.monotonic() - begin >= settings.wait_timeout_s:
+            return {"enabled": True, "waited_s": round(time.monotonic() - begin, 6), "checks": checks, "ready": ready,
+                    "last_sm_clock_mhz": clock}
+        keep_busy()

@@ -1,0 +1,96 @@
+"""Optional NVIDIA tools, used when present: compute-sanitizer on the correctness cases, and
+Nsight Compute counters for one warmed call of a timed configuration.
+
+Each runs the kit's own command line in a child process under the tool, so what is checked
+or counted is exactly what the workflow runs. A missing tool, a device it does not support
+or a refusal (no access to performance counters) is recorded as skipped with the tool's own
+words; parsing the tools' output is plain text work, tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+SANITIZER_TOOLS = ("memcheck", "racecheck")
+NCU_METRICS = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct_of_peak",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "smsp__inst_executed.sum": "instructions_executed",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "shared_bank_conflicts",
+    "gpu__time_duration.sum": "duration_ns",
+}
+
+
+def _kit(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kernelkit", *args]
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def sanitizer_errors(output: str) -> int | None:
+    """The error count of compute-sanitizer's 'ERROR SUMMARY: N error(s)' line, or None without one."""
+    found = re.findall(r"ERROR SUMMARY: (\d+) error", output)
+    return int(found[-1]) if found else None
+
+
+def sanitize(kernel: str, layout: str, timeout_s: float = 900) -> dict[str, Any]:
+    """memcheck and racecheck over the layout's correctness cases."""
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        return {"skipped": "compute-sanitizer is not on the PATH"}
+    results = {}
+    for tool in SANITIZER_TOOLS:
+        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *_kit("correctness", "--kernel", kernel,
+                                                                                  "--layout", layout)],
+                              capture_output=True, text=True, timeout=timeout_s)
+        output = done.stdout + done.stderr
+        errors = sanitizer_errors(output)
+        results[tool] = {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
+                         "status": "ran" if errors is not None else "did not run to its summary"}
+    return {"tools": results}
+
+
+def ncu_metrics(csv_text: str) -> list[dict[str, Any]]:
+    """One entry per profiled kernel launch: its name and the metrics named in NCU_METRICS."""
+    start = csv_text.find('"ID"')
+    if start < 0:
+        return []
+    launches: dict[str, dict[str, Any]] = {}
+    for row in csv.DictReader(io.StringIO(csv_text[start:])):
+        name = NCU_METRICS.get(row.get("Metric Name", ""))
+        if name is None:
+            continue
+        entry = launches.setdefault(row["ID"], {"kernel": row.get("Kernel Name", ""), "block": row.get("Block Size"),
+                                                "grid": row.get("Grid Size")})
+        value = row.get("Metric Value", "").replace(",", "")
+        try:
+            entry[name] = float(value)
+        except ValueError:
+            entry[name] = value
+    return list(launches.values())
+
+
+def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dict[str, Any]:
+    """Nsight Compute counters of one warmed call, clocks left as they are (--clock-control none)."""
+    exe = shutil.which("ncu")
+    if exe is None:
+        return {"skipped": "ncu (Nsight Compute) is not on the PATH"}
+    ncu_arguments = ["--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "details",
+                     "--metrics", ",".join(NCU_METRICS)]
+    program = _kit("profile-call", "--kernel", kernel, "--shape", shape, "--layout", layout)
+    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s)
+    output = done.stdout + done.stderr
+    launches = ncu_metrics(done.stdout)
+    if not launches:
+        refusal = re.search(r"==ERROR==.*", output)
+        return {"skipped": f"ncu profiled nothing (exit {done.returncode}): "
+                           + (refusal.group(0) if refusal else _tail(output, 3)), "tail": _tail(output)}
+    return {"ncu_arguments": ncu_arguments, "program": program[1:], "launches": launches, "exit_code": done.returncode}
