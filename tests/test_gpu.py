@@ -142,11 +142,12 @@ def test_kernel_time_falls_back_to_events_where_capture_is_refused():
     from kernelkit.timing import GraphReplayMethod, kernel_time_samples
 
     method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=4)
-    samples, used = kernel_time_samples(_matmul_call("cupy").call, method)  # CuPy refuses to capture cuBLAS
+    samples, used, _ = kernel_time_samples(_matmul_call("cupy").call, method)  # CuPy refuses to capture cuBLAS
     assert used["name"] == "back_to_back_events" and "cuBLAS" in used["capture_error"]
     assert len(samples) == 4 and all(0 < s < 10_000 for s in samples)
-    samples, used = kernel_time_samples(_matmul_call("reg4x4").call, method)
-    assert used == {"name": "cuda_graph_replay", "launches_per_sample": 8}
+    samples, used, _ = kernel_time_samples(_matmul_call("reg4x4").call, method)
+    assert (used["name"], used["launches_per_sample"], used["cache"], used["stopped_by"]) == (
+        "cuda_graph_replay", 8, "warm", "fixed_count")
 
 
 def test_span_rounds_rotate_the_order_and_keep_every_sample():
