@@ -165,11 +165,13 @@ def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
     from conftest import snakemake
 
     target = tmp_path / "snakemake-report.html"
-    # The run's own recorded config names exactly the targets it holds.
-    done = snakemake("--report", str(target), "--configfile", "results/h200-a/config.json", "--replace-workflow-config")
+    # The run's own recorded config names exactly the targets it holds; this run has every kind.
+    done = snakemake("--report", str(target), "--configfile", "results/h200-q-extras/config.json",
+                     "--replace-workflow-config")
     assert done.returncode == 0, done.stderr
     page = target.read_text()
-    for fragment in ("Timing samples", "Timings", "Report", "Environment", "rep1.json", "rmsnorm.svg", "summary.csv"):
+    for fragment in ("Timing samples", "Timings", "Report", "Environment", "rep1.json", "rmsnorm.svg", "summary.csv",
+                     "clocks.svg", "Optional tools", "floor.json"):
         assert fragment in page
 
 

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from kernelkit import ceilings, sampler
+from kernelkit.tools import sanitizer_errors
 from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
 from kernelkit.results import read_json, run_result_files, split_skipped
@@ -527,6 +528,11 @@ def section_ceilings(run: Run) -> doc.Section | None:
                       "measure the harness as much as the kernel."),
         doc.Table(["Ceiling", "What", "Median (us)", "Rate", "Taken by"], rows),
     ]
+    copy = run.ceilings.get("copy", {})
+    if "variants" in copy:
+        blocks.append(doc.Paragraph("Copy variants: " + "; ".join(
+            f"{name} {copy['bytes'] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} GB/s"
+            for name, v in sorted(copy["variants"].items())) + f" (the ceiling is the faster, {copy['best']})."))
     if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} FLOPs per byte."))
     flagged, largest = [], {}
@@ -647,13 +653,17 @@ def section_tools(run: Run) -> list[doc.Section]:
             if "skipped" in record:
                 rows.append([record["kernel"], record["layout"], "skipped", "skipped", record["skipped"]])
                 continue
-            tools = record["tools"]
+            # Counted from the tool's own output kept in the file, so a later reading of the
+            # summary line (racecheck words it differently from memcheck) applies to old runs too.
+            counts = {t: sanitizer_errors(record["tools"][t]["tail"]) for t in ("memcheck", "racecheck")}
             rows.append([record["kernel"], record["layout"],
-                         *(_fmt(tools[t]["errors"]) if tools[t]["errors"] is not None else tools[t]["status"]
-                           for t in ("memcheck", "racecheck")), ""])
+                         *(str(counts[t]) if counts[t] is not None else "no summary line" for t in counts),
+                         "; ".join(f"{t} exit {record['tools'][t]['exit_code']}" for t in counts
+                                   if record["tools"][t]["exit_code"] != 0)])
         sections.append(doc.Section("Sanitizer", [
             doc.Paragraph("compute-sanitizer over every correctness case of each hand-written layout (the kit's own "
-                          "correctness command run under the tool). Errors are the tool's ERROR SUMMARY counts."),
+                          "correctness command run under the tool): memcheck's ERROR SUMMARY count, and racecheck's "
+                          "errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file."),
             doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
     if run.profiles:
         medians: dict[tuple[str, str, str], list[float]] = {}

@@ -36,7 +36,14 @@ def _tail(text: str, lines: int = 15) -> str:
 
 
 def sanitizer_errors(output: str) -> int | None:
-    """The error count of compute-sanitizer's 'ERROR SUMMARY: N error(s)' line, or None without one."""
+    """The error count of compute-sanitizer's summary line, or None without one.
+
+    memcheck ends with 'ERROR SUMMARY: N errors'; racecheck with 'RACECHECK SUMMARY: H hazards
+    displayed (E errors, W warnings)', where the count that matters is E + W.
+    """
+    race = re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
+    if race:
+        return int(race[-1][0]) + int(race[-1][1])
     found = re.findall(r"ERROR SUMMARY: (\d+) error", output)
     return int(found[-1]) if found else None
 
