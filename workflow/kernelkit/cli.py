@@ -164,6 +164,23 @@ def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str,
     return None
 
 
+def _measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict[str, Any],
+                     after: dict[str, Any]) -> dict[str, Any]:
+    """What every timing and span file records about the work and the device around the samples."""
+    from kernelkit import device
+
+    return {
+        "input_pattern": spec.timing_pattern,
+        "bytes_moved": spec.bytes_moved(shape),
+        "flops": spec.flops(shape),
+        "device_name": device.device_name(),
+        "started_utc": before["time_utc"],
+        "ended_utc": after["time_utc"],
+        "nvml_before": before,
+        "nvml_after": after,
+    }
+
+
 def _inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
     """The timing pattern's inputs for one shape, uploaded; the same arrays for every layout."""
     from kernelkit import device
@@ -256,15 +273,8 @@ def cmd_time(args: argparse.Namespace) -> int:
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
             "clock_trace": clocks.trace,
-            "input_pattern": spec.timing_pattern,
             **implementation.record,
-            "bytes_moved": spec.bytes_moved(shape),
-            "flops": spec.flops(shape),
-            "device_name": device.device_name(),
-            "started_utc": before["time_utc"],
-            "ended_utc": after["time_utc"],
-            "nvml_before": before,
-            "nvml_after": after,
+            **_measured_around(spec, shape, before, after),
         },
     )
     print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
@@ -325,14 +335,7 @@ def cmd_span(args: argparse.Namespace) -> int:
             "skipped": skipped,
             "sampler": settings.describe(),
             "clock_trace": clocks.trace,
-            "input_pattern": spec.timing_pattern,
-            "bytes_moved": spec.bytes_moved(shape),
-            "flops": spec.flops(shape),
-            "device_name": device.device_name(),
-            "started_utc": before["time_utc"],
-            "ended_utc": after["time_utc"],
-            "nvml_before": before,
-            "nvml_after": after,
+            **_measured_around(spec, shape, before, after),
         },
     )
     for layout in layouts:

@@ -27,6 +27,16 @@ def _pyplot():
     return plt
 
 
+def _svg(plt: Any, fig: Any) -> str:
+    """The figure as SVG text without the XML prologue, so it can sit inline in HTML."""
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
 def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     """SVG text of the kernel's timing figure, built from the raw samples of its timing records."""
     plt = _pyplot()
@@ -66,12 +76,7 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     for ax in list(axes.flat)[len(shapes):]:
         ax.axis("off")
     fig.suptitle(f"{kernel}: median (bar), min-max (whiskers), every sample (points)")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return _svg(plt, fig)
 
 
 def clock_figure(records: Sequence[dict[str, Any]]) -> str:
@@ -96,9 +101,4 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
     ax.set_ylabel("MHz")
     ax.set_ylim(bottom=0)
     ax.set_title("NVML readings during the timed samples")
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
-    plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return _svg(plt, fig)
