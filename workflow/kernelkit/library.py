@@ -26,8 +26,8 @@ def missing_reason(package: str) -> str | None:
         return f"{package} cannot be imported ({type(error).__name__}: {error})"
     if package == "torch" and not module.cuda.is_available():
         return "torch is installed without CUDA support or sees no GPU"
-    if package == "triton" and missing_reason("torch"):
-        return f"triton kernels take torch tensors, and {missing_reason('torch')}"
+    if package == "triton" and (torch_missing := missing_reason("torch")):
+        return f"triton kernels take torch tensors, and {torch_missing}"
     return None
 
 

@@ -323,10 +323,6 @@ def library_rows(run: Run, kernel: str) -> list[list[str]]:
             for layout, (package, version, call, methods) in sorted(seen.items())]
 
 
-def _pooled(values: Iterable[float]) -> float:
-    return float(pd.Series(list(values), dtype=float).median())
-
-
 def two_view_rows(run: Run, kernel: str) -> list[dict[str, Any]]:
     """Per shape and layout: pooled kernel-time median, pooled span median, and the span's round means."""
     kernel_time: dict[tuple[str, str], list[float]] = {}
@@ -350,8 +346,8 @@ def two_view_rows(run: Run, kernel: str) -> list[dict[str, Any]]:
         round_means = [sum(v) / len(v) for v in rounds.values()]
         rows.append({
             "shape": key[0], "layout": key[1],
-            "kernel_us": _pooled(kernel_time[key]) if key in kernel_time else None,
-            "span_us": _pooled(s["us"] for s in samples) if samples else None,
+            "kernel_us": median(kernel_time[key]) if key in kernel_time else None,
+            "span_us": median(s["us"] for s in samples) if samples else None,
             "span_rounds": (min(round_means), max(round_means)) if round_means else None,
             "span_samples": len(samples),
         })
@@ -470,13 +466,16 @@ def section_timings(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
     return sections
 
 
+def target_roofline(run: Run, record: dict[str, Any]) -> dict[str, Any]:
+    """One timed target's median against the run's own ceilings."""
+    return ceilings.roofline(record["bytes_moved"], record["flops"], median(record["samples_us"]), run.ceiling)
+
+
 def above_ceiling(run: Run, kernel: str, shape: str, layout: str, repeat: int) -> str:
     """' (above ceiling: not a win)' when that winner's timing beats the run's own ceiling."""
     for record in run.timings:
         if (record["kernel"], record["shape"], record["layout"], record["repeat"]) == (kernel, shape, layout, repeat):
-            verdict = ceilings.roofline(record["bytes_moved"], record["flops"], median(record["samples_us"]),
-                                        run.ceiling)
-            return " (above ceiling: not a win)" if verdict["impossible"] else ""
+            return " (above ceiling: not a win)" if target_roofline(run, record)["impossible"] else ""
     return ""
 
 
@@ -537,8 +536,7 @@ def section_ceilings(run: Run) -> doc.Section | None:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} FLOPs per byte."))
     flagged, largest = [], {}
     for record in run.timings:
-        median_us = median(record["samples_us"])
-        verdict = ceilings.roofline(record["bytes_moved"], record["flops"], median_us, run.ceiling)
+        verdict = target_roofline(run, record)
         if verdict["impossible"]:
             flagged.append(f"{_target(record)} ({verdict['fraction']:.2f} of the {verdict['bound']} ceiling)")
         if verdict["bound"] == "memory":
