@@ -229,3 +229,20 @@ def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
     assert len(record["clock_trace"]) >= 2 and record["sampler"]["interval_ms"] == 10
     assert record["method_used"]["clock_wait"]["enabled"] is True and record["method_used"]["cache"] == "cold"
     assert all(tag["points"] >= 1 for tag in record["sample_tags"])
+
+
+def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
+    from kernelkit.stats import median_relative_halfwidth
+    from kernelkit.timing import GraphReplayMethod, kernel_time_samples
+
+    call = _matmul_call("reg4x4").call
+    loose = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=1.0)
+    samples, used, _ = kernel_time_samples(call, loose)
+    assert used["stopped_by"] == "spread" and len(samples) == 5
+    assert used["relative_halfwidth"] == median_relative_halfwidth(samples) <= 1.0
+    # No real timing reaches a zero half-width: the sample limit has to end it.
+    unreachable = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=0.0,
+                                    stop_max_seconds=60.0, stop_max_samples=12)
+    samples, used, windows = kernel_time_samples(call, unreachable)
+    assert used["stopped_by"] == "sample_limit" and len(samples) == len(windows) == 12
+    assert used["relative_halfwidth"] > 0.0
