@@ -63,8 +63,10 @@ def test_interval_is_reproducible_with_its_seed():
 
 @pytest.mark.parametrize(
     "low, high, order, expected",
-    [(0.99, 1.01, 0, "SAME"), (0.98, 1.02, 1, "SAME"), (1.005, 1.03, 1, "SLOWER"), (1.005, 1.03, 0, "AMBIGUOUS"),
-     (0.95, 0.99, -1, "FASTER"), (0.95, 0.99, 1, "AMBIGUOUS"), (0.97, 1.05, 1, "AMBIGUOUS"), (1.001, 1.015, 1, "SAME")],
+    [(0.99, 1.01, 0, "SAME"), (0.98, 1.02, 1, "SAME"), (1.025, 1.06, 1, "SLOWER"), (1.025, 1.06, 0, "AMBIGUOUS"),
+     (0.95, 0.975, -1, "FASTER"), (0.95, 0.975, 1, "AMBIGUOUS"), (0.97, 1.05, 1, "AMBIGUOUS"), (1.001, 1.015, 1, "SAME"),
+     # Beyond 1 but not wholly beyond the threshold: a change SAME would tolerate is not claimed.
+     (1.005, 1.03, 1, "AMBIGUOUS"), (0.9636, 0.9922, -1, "AMBIGUOUS")],
 )
 def test_verdict_boundaries(low, high, order, expected):
     assert verdict(RatioInterval((low + high) / 2, low, high, 0.95), 0.02, order) == expected

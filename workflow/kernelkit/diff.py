@@ -186,9 +186,9 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
             f"The ratio is B/A of the pooled medians (below 1: B is faster). Its interval is a percentile bootstrap "
             f"that resamples processes (repeats) and then samples inside each, at {result.confidence:.0%} for the whole "
             f"table (Bonferroni: {1 - (1 - result.confidence) / max(1, m):.4%} per row). Verdicts: SAME when the "
-            f"interval lies inside 1 +- {result.threshold:g}; SLOWER or FASTER when it excludes 1 and every process "
-            "(repeat) of B is slower, or faster, than every process of A; AMBIGUOUS otherwise (too wide or too mixed "
-            "to decide).")]),
+            f"interval lies inside 1 +- {result.threshold:g}; SLOWER or FASTER when it lies wholly beyond "
+            f"1 +- {result.threshold:g} and every process (repeat) of B is slower, or faster, than every process "
+            "of A; AMBIGUOUS otherwise (too wide or too mixed to decide).")]),
         doc.Section("Environment differences", [
             doc.Table(("Field", "A", "B"), result.environment) if result.environment
             else doc.Paragraph("None among GPU, UUID, driver, CUDA, NVRTC, CuPy, NumPy, clocks, power limit, ECC, MIG.")]),

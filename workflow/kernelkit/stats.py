@@ -98,15 +98,18 @@ VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
-    """SAME when the interval lies inside 1 +- threshold. SLOWER (FASTER) when the interval lies
-    above (below) 1 and every process of B is slower (faster) than every process of A: with two
-    or three processes a side, a bootstrap alone cannot tell one odd process from a change.
-    AMBIGUOUS otherwise: the evidence is too wide or too mixed to decide."""
+    """SAME when the interval lies inside 1 +- threshold. SLOWER (FASTER) when it lies wholly
+    beyond 1 + threshold (below 1 - threshold) and every process of B is slower (faster) than
+    every process of A. A change is claimed only when it is larger than the threshold that SAME
+    tolerates: a fresh process can land its buffers where a kernel runs 2% slower for its whole
+    life (h200-s5a vs h200-s5b, rmsnorm 512x8193 t32, identical code), and two or three
+    processes a side cannot show that spread to the bootstrap. AMBIGUOUS otherwise: the
+    evidence is too wide or too mixed to decide."""
     if interval.low >= 1.0 - threshold and interval.high <= 1.0 + threshold:
         return "SAME"
-    if interval.low > 1.0 and order > 0:
+    if interval.low > 1.0 + threshold and order > 0:
         return "SLOWER"
-    if interval.high < 1.0 and order < 0:
+    if interval.high < 1.0 - threshold and order < 0:
         return "FASTER"
     return "AMBIGUOUS"
 
