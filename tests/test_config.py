@@ -30,6 +30,8 @@ CASES = [
     ("missing key", lambda c: c["timing"].pop("repeats"), ["'timing.repeats'", "missing", "integer from 1 to 60"]),
     ("too many repeats", lambda c: c["timing"].update(repeats=61), ["'timing.repeats'", "integer from 1 to 60", "61"]),
     ("unknown cache state", lambda c: c["timing"].update(cache="hot"), ["'timing.cache'", "warm, cold, both", "'hot'"]),
+    ("too many placements", lambda c: c["timing"].update(placements=17),
+     ["'timing.placements'", "integer from 1 to 16", "17"]),
     ("sampler too slow", lambda c: c.update(sampler={"interval_ms": 100}), ["'sampler.interval_ms'", "10 to 50"]),
     ("sanitize as text", lambda c: c.update(sanitize="yes"), ["'sanitize'", "true or false", "'yes'"]),
     ("span kernel not configured", lambda c: c.update(span={"warmup_calls": 1, "rounds": 1, "samples_per_round": 1,

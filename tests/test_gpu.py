@@ -6,6 +6,7 @@ Run with `pytest -m gpu`; on a machine without a GPU every test here is skipped 
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -210,7 +211,11 @@ def test_ceilings_and_floor_are_measured_with_the_timing_method():
     rates = ceilings.rates(records)
     assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
     assert 0 < rates["floor_us"] < 20
-    assert records["gemm"]["method_used"]["name"] == "back_to_back_events"
+    assert records["gemm"]["variants"]["cupy"]["method_used"]["name"] == "back_to_back_events"
+    variants = sorted(records["copy"]["variants"])
+    assert len(variants) == 4 and variants[0] == "four_quads_per_thread" and variants[1].startswith("grid_stride_")
+    assert records["copy"]["best"] == min(records["copy"]["variants"],
+                                          key=lambda name: statistics.median(records["copy"]["variants"][name]["samples_us"]))
 
 
 def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
@@ -246,3 +251,22 @@ def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
     samples, used, windows = kernel_time_samples(call, unreachable)
     assert used["stopped_by"] == "sample_limit" and len(samples) == len(windows) == 12
     assert used["relative_halfwidth"] > 0.0
+
+
+def test_placements_time_fresh_buffers_at_other_addresses_and_keep_every_sample(tmp_path):
+    correctness, output = tmp_path / "t32.json", tmp_path / "rep1.json"
+    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--output", str(correctness)]) == 0
+    controls = []
+    for control in sorted(RMSNORM.mutations):
+        controls.append(str(tmp_path / f"{control}.json"))
+        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256",
+                     "--output", controls[-1]]) == 0
+    assert main(["time", "--kernel", "rmsnorm", "--shape", "512x8193", "--layout", "t32", "--samples", "10",
+                 "--placements", "3", "--correctness", str(correctness), "--controls", *controls,
+                 "--output", str(output)]) == 0
+    record = read_json(output)
+    assert record["method"]["placements"] == 3 and len(record["samples_us"]) == 30
+    assert record["sample_placement"] == [0] * 10 + [1] * 10 + [2] * 10
+    assert [p["pad_bytes"] for p in record["placements"]] == [0, 2**20, 3 * 2**20]
+    assert len({p["addresses"]["x"] for p in record["placements"]}) == 3
+    assert len(record["sample_tags"]) == 30

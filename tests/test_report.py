@@ -53,8 +53,10 @@ def test_committed_summary_matches_a_rebuild(tmp_path, timing_files):
     rebuilt, committed = pd.read_csv(output, dtype=str), pd.read_csv(RUN / "summary.csv", dtype=str)
     # Columns added since this run was made (how each sample was taken) are new; every old one is identical.
     assert set(rebuilt.columns) - set(committed.columns) == {"method", "calls_per_sample", "cache", "disturbed_samples",
-                                                              "stopped_by"}
+                                                              "stopped_by", "placements", "placement_spread"}
     assert rebuilt[committed.columns].equals(committed)
+    # One placement per process before the option existed: nothing to compare, left empty.
+    assert rebuilt["placements"].eq("1").all() and rebuilt["placement_spread"].isna().all()
     assert rebuilt["method"].eq("cuda_graph_replay").all() and rebuilt["calls_per_sample"].eq("64").all()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from statistics import median
+
 import numpy as np
 import pytest
 
@@ -70,3 +72,16 @@ def test_interval_is_reproducible_with_its_seed():
 )
 def test_verdict_boundaries(low, high, order, expected):
     assert verdict(RatioInterval((low + high) / 2, low, high, 0.95), 0.02, order) == expected
+
+
+def test_placement_medians_group_samples_by_their_placement():
+    from kernelkit.stats import placement_medians, relative_range
+
+    samples = [113.0, 111.0, 112.0, 91.0, 92.0, 90.0, 95.0, 95.5, 94.5]
+    medians = placement_medians(samples, [0, 0, 0, 1, 1, 1, 2, 2, 2])
+    assert medians == [112.0, 91.0, 95.0]
+    assert relative_range(medians) == pytest.approx(112.0 / 91.0 - 1)
+    # Files written before placements existed hold one placement: the median of every sample.
+    assert placement_medians(samples, None) == [median(samples)]
+    with pytest.raises(ValueError):
+        placement_medians(samples, [0, 1])

@@ -164,6 +164,12 @@ def _require_checked(spec: specs.KernelSpec, layout: str, correctness_file: str,
     return None
 
 
+# Placement i > 0 allocates i MiB more before its buffers, and every placement's buffers stay
+# allocated until the end: MAX_PLACEMENTS bounds that memory (16 copies of the working set).
+PLACEMENT_SHIFT_BYTES = 1 << 20
+MAX_PLACEMENTS = 16
+
+
 def _measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict[str, Any],
                      after: dict[str, Any]) -> dict[str, Any]:
     """What every timing and span file records about the work and the device around the samples."""
@@ -214,7 +220,11 @@ def _add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_time(args: argparse.Namespace) -> int:
     from kernelkit import device, environment, sampler, timing
+    from kernelkit.inputs import rng_for
     from kernelkit.stats import summarize
+
+    if not 1 <= args.placements <= MAX_PLACEMENTS:
+        raise KitError(f"--placements must be an integer from 1 to {MAX_PLACEMENTS}, not {args.placements}")
 
     spec = specs.load(args.kernel)
     layout = spec.layout(args.layout)
@@ -232,7 +242,8 @@ def cmd_time(args: argparse.Namespace) -> int:
         "repeat": args.repeat,
         # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
         "order": {"seed": args.order_seed, "key": args.order_key},
-        "method": method.describe(),
+        # Only when above 1, so that runs with one placement compare equal to files written before the option.
+        "method": {**method.describe(), **({"placements": args.placements} if args.placements > 1 else {})},
     }
     skipped = _require_checked(spec, args.layout, args.correctness, args.controls)
     if skipped:
@@ -241,11 +252,24 @@ def cmd_time(args: argparse.Namespace) -> int:
         return 0
 
     cp = device.cupy()
-    shape, buffers = _inputs_on_device(spec, args.shape)
-    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    implementation = device.implementation(spec, args.layout, shape, buffers, out)
-    cp.cuda.Device().synchronize()
+    host_inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, args.shape, spec.timing_pattern))
+    pads: list[Any] = []
+    # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
+    held: list[Any] = []
 
+    def placed(index: int) -> tuple[Any, dict[str, Any]]:
+        """The implementation on a fresh copy of the inputs; placement i > 0 first takes i MiB more
+        of the pool, so its buffers land elsewhere (where they land can change a time by 20%)."""
+        if index:
+            pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out)
+        cp.cuda.Device().synchronize()
+        return implementation, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
+                                "addresses": device.addresses({**buffers, "out": out})}
+
+    implementation, placement = placed(0)
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
     flush = timing.L2Flush() if args.cache == "cold" else None
@@ -254,10 +278,25 @@ def cmd_time(args: argparse.Namespace) -> int:
         read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
         return sampler.wait_for_clock(read_clock, sm_clock_max, settings, keep_busy)
 
+    samples: list[float] = []
+    windows: list[tuple[float, float]] = []
+    sample_placement: list[int] = []
+    placements = []
     before = nvml.snapshot()
     with sampler.ClockSampler(nvml, settings) as clocks:
-        samples, used, windows = timing.kernel_time_samples(implementation.call, method, wait, flush)
+        for index in range(args.placements):
+            if index:
+                held.append(implementation)
+                implementation, placement = placed(index)
+            got, placement["method_used"], got_windows = timing.kernel_time_samples(implementation.call, method,
+                                                                                      wait, flush)
+            placement["samples"] = len(got)
+            placements.append(placement)
+            samples += got
+            windows += got_windows
+            sample_placement += [index] * len(got)
     after = nvml.snapshot()
+    used = dict(placements[0]["method_used"])
     if flush is not None:
         used["flush"] = flush.describe()
     tags = sampler.tag_samples(windows, clocks.trace, settings, sm_clock_max)
@@ -269,6 +308,8 @@ def cmd_time(args: argparse.Namespace) -> int:
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,
+            "placements": placements,
+            "sample_placement": sample_placement,
             "sampler": settings.describe(),
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
@@ -515,6 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-max-samples", type=int, default=200)
     p.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="cold: evict L2 before every sample, which is then a single call")
+    p.add_argument("--placements", type=int, default=1,
+                   help="time the samples again on this many fresh copies of the buffers, each placed elsewhere")
     _add_sampler_arguments(p)
     p.set_defaults(func=cmd_time)
 

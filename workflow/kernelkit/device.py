@@ -58,6 +58,16 @@ def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
     return {name: cp.asarray(array) for name, array in inputs.items()}
 
 
+def pad(nbytes: int) -> Any:
+    """Device memory held only so that the next allocations land at other addresses."""
+    return cupy().empty(nbytes, dtype=np.uint8)
+
+
+def addresses(arrays: Mapping[str, Any]) -> dict[str, int]:
+    """Device addresses of the arrays, recorded so that a placement-dependent time can be traced."""
+    return {name: int(array.data.ptr) for name, array in arrays.items() if hasattr(array, "data")}
+
+
 def download(array: Any) -> np.ndarray:
     return cupy().asnumpy(array)
 

@@ -281,6 +281,8 @@ def roofline_cells(run: Run, bytes_moved: int, flops: int, median_us: float) -> 
     flags = []
     if verdict["impossible"]:
         flags.append("ABOVE CEILING: cache reuse or artefact, not a win")
+    elif verdict["at_ceiling"]:
+        flags.append(f"at its ceiling (within {ceilings.CEILING_TOLERANCE:.0%})")
     if ceilings.near_floor(median_us, run.ceiling.get("floor_us")):
         flags.append("within 3x the harness floor")
     fraction = verdict["fraction"]
@@ -522,16 +524,19 @@ def section_ceilings(run: Run) -> doc.Section | None:
     blocks: list[doc.Block] = [
         doc.Paragraph("Measured in this run, on this GPU, with the method every target uses. Every timing is divided by "
                       "the ceiling that bounds it (memory when the spec's FLOPs per byte lie below the ridge point "
-                      "GEMM rate / copy rate, else arithmetic); above 1 is impossible for data in DRAM and is flagged, "
-                      "never counted as a win. The floor is the cost of launching nothing: timings within 3x of it "
+                      "GEMM rate / copy rate, else arithmetic); above 1 is impossible for data in DRAM: more than "
+                      f"{ceilings.CEILING_TOLERANCE:.0%} above is flagged, never counted as a win, and up to that is "
+                      "at the ceiling (the ceiling is a measurement too). Each ceiling is the fastest of the ways "
+                      "listed below, so a weak way of copying cannot set it. The floor is the cost of launching nothing: timings within 3x of it "
                       "measure the harness as much as the kernel."),
         doc.Table(["Ceiling", "What", "Median (us)", "Rate", "Taken by"], rows),
     ]
-    copy = run.ceilings.get("copy", {})
-    if "variants" in copy:
-        blocks.append(doc.Paragraph("Copy variants: " + "; ".join(
-            f"{name} {copy['bytes'] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} GB/s"
-            for name, v in sorted(copy["variants"].items())) + f" (the ceiling is the faster, {copy['best']})."))
+    for kind, label, work, unit in (("copy", "Copy", "bytes", "GB/s"), ("gemm", "GEMM", "flops", "GFLOP/s")):
+        record = run.ceilings.get(kind, {})
+        if "variants" in record:
+            blocks.append(doc.Paragraph(f"{label} variants: " + "; ".join(
+                f"{name} {record[work] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} {unit}"
+                for name, v in sorted(record["variants"].items())) + f" (the ceiling is the fastest, {record['best']})."))
     if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} FLOPs per byte."))
     flagged, largest = [], {}
@@ -615,6 +620,35 @@ def section_noise(run: Run) -> doc.Section | None:
                       "range of the repeats' medians over their mean. Where between exceeds within, a second process "
                       f"tells more than more samples would: {larger} of {len(rows)} configurations."),
         doc.Table(["Kernel", "Shape", "Layout", "Within a process", "Between processes", "Larger"], rows)])
+
+
+def section_placements(run: Run) -> doc.Section | None:
+    """Per timed target with more than one placement: each placement's median and their range."""
+    from kernelkit.stats import DIFF_THRESHOLD, placement_medians, relative_range
+
+    placed = [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]
+    if not placed:
+        return None
+    rows = []
+    for record in sorted(placed, key=lambda r: (r["kernel"], natural_key(r["shape"]), natural_key(r["layout"]),
+                                                r["method_used"].get("cache", "warm"), r["repeat"])):
+        medians = placement_medians(record["samples_us"], record["sample_placement"])
+        spread = relative_range(medians)
+        rows.append([record["kernel"], record["shape"], record["layout"], record["method_used"].get("cache", "warm"),
+                     str(record["repeat"]), ", ".join(f"{m:.3f}" for m in medians), f"{100 * spread:.2f}%",
+                     "depends on placement" if spread > DIFF_THRESHOLD else ""])
+    sensitive = sorted({" ".join(r[:3]) for r in rows if r[-1]})
+    count = len(placed[0]["placements"])
+    return doc.Section("Buffer placement", [
+        doc.Paragraph(
+            f"Every timed target sampled {count} placements in its process: fresh copies of its buffers, placement i "
+            "taken after i MiB more of the memory pool, so that they land at other addresses (each file records them). "
+            "A fresh process puts its first buffers in the same kind of place every time, so repeats alone cannot show "
+            "how much the time depends on where the data lies. Range: slowest placement median over fastest, minus "
+            f"one; above the diff threshold ({DIFF_THRESHOLD:.0%}) the target is marked. The target's median pools "
+            f"every placement's samples. Marked: {len(sensitive)} of {len({' '.join(r[:3]) for r in rows})} "
+            "configurations" + (f" ({'; '.join(sensitive)})." if sensitive else ".")),
+        doc.Table(["Kernel", "Shape", "Layout", "Cache", "Repeat", "Median per placement (us)", "Range", ""], rows)])
 
 
 def section_cold(run: Run) -> doc.Section | None:
@@ -766,7 +800,7 @@ def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.
                                "SM clock of every NVML reading during the timed samples")
                     if clock_path and clock_path.exists() else None)
     optional = [section_two_views(run), section_cold(run), section_ceilings(run), section_clocks(run, clock_figure),
-                section_noise(run), *section_tools(run)]
+                section_noise(run), section_placements(run), *section_tools(run)]
     sections = [intro, section_method(run), section_environment(run), section_correctness(run), section_controls(run),
                 *section_timings(run, figures), *[section for section in optional if section], section_hypotheses(run),
                 section_caveats(run)]

@@ -128,3 +128,19 @@ def median_relative_halfwidth(samples: Sequence[float], z: float = 1.96) -> floa
     high = min(n - 1, math.ceil(n / 2 + z * math.sqrt(n) / 2))
     centre = median(ordered)
     return (ordered[high] - ordered[low]) / 2 / centre if centre else float("inf")
+
+
+def placement_medians(samples: Sequence[float], sample_placement: Sequence[int] | None) -> list[float]:
+    """The median of each buffer placement's samples, in placement order (one for files without)."""
+    if not sample_placement:
+        return [median(samples)]
+    groups: dict[int, list[float]] = {}
+    for value, index in zip(samples, sample_placement, strict=True):
+        groups.setdefault(index, []).append(value)
+    return [median(groups[index]) for index in sorted(groups)]
+
+
+def relative_range(values: Sequence[float]) -> float:
+    """(max - min) / min: how much slower the slowest is than the fastest."""
+    return max(values) / min(values) - 1.0
+

@@ -7,11 +7,12 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelkit.stats import summarize
+from kernelkit.stats import placement_medians, relative_range, summarize
 
 COLUMNS = [
     "kernel", "shape", "layout", "repeat", "n", "median_us", "min_us", "max_us",
     "order_key", "order_position", "method", "calls_per_sample", "cache", "disturbed_samples", "stopped_by",
+    "placements", "placement_spread",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "started_utc", "source_sha256",
 ]
 
@@ -24,6 +25,7 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for record in records:
         stats = summarize(record["samples_us"])
+        medians = placement_medians(record["samples_us"], record.get("sample_placement"))
         rows.append(
             {
                 "kernel": record["kernel"],
@@ -43,6 +45,9 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                 # None where the file predates the sampler: not measured, which is not the same as zero.
                 "disturbed_samples": len(record["disturbed_samples"]) if "disturbed_samples" in record else None,
                 "stopped_by": record.get("method_used", {}).get("stopped_by", "fixed_count"),
+                "placements": len(medians),
+                # None with one placement: nothing to compare, which is not a spread of zero.
+                "placement_spread": relative_range(medians) if len(medians) > 1 else None,
                 "sm_clock_before_mhz": _number(record["nvml_before"].get("sm_clock_mhz")),
                 "sm_clock_after_mhz": _number(record["nvml_after"].get("sm_clock_mhz")),
                 "started_utc": record["started_utc"],

@@ -20,7 +20,7 @@ except KitError as error:
     raise WorkflowError(str(error)) from None
 
 RUN = config["run"]
-TIMING = {"max_sample_ms": 20.0, **config["timing"]}
+TIMING = {"max_sample_ms": 20.0, "placements": 1, **config["timing"]}
 SAMPLER = {
     "enabled": True,
     "interval_ms": 20,

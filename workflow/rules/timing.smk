@@ -26,6 +26,7 @@ rule timing:
         launches=TIMING["launches_per_graph"],
         samples=TIMING["samples"],
         max_sample_ms=TIMING["max_sample_ms"],
+        placements=TIMING["placements"],
         order_seed=TIMING["order_seed"],
         order_key=lambda wildcards: timed_target(wildcards).order_key,
         cache=lambda wildcards: timed_target(wildcards).cache,
@@ -35,7 +36,8 @@ rule timing:
         "python -m kernelkit time --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
         " --repeat {wildcards.n} --order-seed {params.order_seed} --order-key {params.order_key}"
         " --warmup {params.warmup} --launches {params.launches} --samples {params.samples}"
-        " --max-sample-ms {params.max_sample_ms} --cache {params.cache} {params.sampler} {params.stop}"
+        " --max-sample-ms {params.max_sample_ms} --placements {params.placements} --cache {params.cache}"
+        " {params.sampler} {params.stop}"
         " --correctness {input.correctness} --controls {input.controls} --output {output} > {log} 2>&1"
 
 
