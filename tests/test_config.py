@@ -90,3 +90,15 @@ def test_cli_check_config_exits_nonzero_with_one_line(tmp_path, good, capsys):
     assert main(["check-config", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'timing.warmup' is not known" in err
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in (REPO / "config").glob("*.yaml")))
+def test_every_whole_config_file_is_valid(path):
+    """Whole configs (those naming kernels) must validate; overlays only add keys to one."""
+    loaded = yaml.safe_load((REPO / "config" / path).read_text())
+    if "kernels" not in loaded:
+        base = yaml.safe_load((REPO / "config" / "quality-check.yaml").read_text())
+        for key, value in loaded.items():
+            base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
+        loaded = base
+    kit_config.validate(loaded)

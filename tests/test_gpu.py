@@ -270,3 +270,26 @@ def test_placements_time_fresh_buffers_at_other_addresses_and_keep_every_sample(
     assert [p["pad_bytes"] for p in record["placements"]] == [0, 2**20, 3 * 2**20]
     assert len({p["addresses"]["x"] for p in record["placements"]}) == 3
     assert len(record["sample_tags"]) == 30
+
+
+@pytest.mark.parametrize("layout", ["torch", "triton"])
+def test_placements_rebind_a_library_baseline_to_each_fresh_copy(tmp_path, layout):
+    from kernelkit import library
+
+    package = specs.load("bias_gelu").baselines[layout].package
+    if library.missing_reason(package):
+        pytest.skip(library.missing_reason(package))
+    correctness, output = tmp_path / f"{layout}.json", tmp_path / "rep1.json"
+    assert main(["correctness", "--kernel", "bias_gelu", "--layout", layout, "--output", str(correctness)]) == 0
+    controls = []
+    for control in sorted(specs.load("bias_gelu").mutations):
+        controls.append(str(tmp_path / f"{control}.json"))
+        assert main(["control", "--kernel", "bias_gelu", "--control", control, "--layout", "elementwise",
+                     "--output", controls[-1]]) == 0
+    assert main(["time", "--kernel", "bias_gelu", "--shape", "1024x1024", "--layout", layout, "--samples", "4",
+                 "--placements", "2", "--correctness", str(correctness), "--controls", *controls,
+                 "--output", str(output)]) == 0
+    record = read_json(output)
+    assert record["sample_placement"] == [0] * 4 + [1] * 4 and record["library"]["package"] == package
+    assert record["placements"][0]["addresses"]["x"] != record["placements"][1]["addresses"]["x"]
+    assert all(p["method_used"]["name"] == "cuda_graph_replay" for p in record["placements"])
