@@ -218,17 +218,24 @@ def test_ceilings_and_floor_are_measured_with_the_timing_method():
                                           key=lambda name: statistics.median(records["copy"]["variants"][name]["samples_us"]))
 
 
-def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
-    correctness, output = tmp_path / "t256.json", tmp_path / "rep1.json"
-    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t256", "--output", str(correctness)]) == 0
+def _checked(tmp_path, kernel, layout, control_layouts):
+    """The correctness file of `layout` and the negative-control files that `time` requires."""
+    correctness = tmp_path / f"{layout}.json"
+    assert main(["correctness", "--kernel", kernel, "--layout", layout, "--output", str(correctness)]) == 0
     controls = []
-    for control in sorted(RMSNORM.mutations):
+    for control in sorted(specs.load(kernel).mutations):
         controls.append(str(tmp_path / f"{control}.json"))
-        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256",
-                     "--output", controls[-1]]) == 0
+        layouts = [arg for name in control_layouts for arg in ("--layout", name)]
+        assert main(["control", "--kernel", kernel, "--control", control, *layouts, "--output", controls[-1]]) == 0
+    return str(correctness), controls
+
+
+def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
+    correctness, controls = _checked(tmp_path, "rmsnorm", "t256", ["t32", "t256"])
+    output = tmp_path / "rep1.json"
     assert main(["time", "--kernel", "rmsnorm", "--shape", "16384x8193", "--layout", "t256", "--samples", "20",
                  "--sampler-interval-ms", "10", "--wait-for-clock", "--cache", "cold",
-                 "--correctness", str(correctness), "--controls", *controls, "--output", str(output)]) == 0
+                 "--correctness", correctness, "--controls", *controls, "--output", str(output)]) == 0
     record = read_json(output)
     assert len(record["sample_tags"]) == len(record["samples_us"]) == 20
     assert len(record["clock_trace"]) >= 2 and record["sampler"]["interval_ms"] == 10
@@ -254,15 +261,10 @@ def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
 
 
 def test_placements_time_fresh_buffers_at_other_addresses_and_keep_every_sample(tmp_path):
-    correctness, output = tmp_path / "t32.json", tmp_path / "rep1.json"
-    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--output", str(correctness)]) == 0
-    controls = []
-    for control in sorted(RMSNORM.mutations):
-        controls.append(str(tmp_path / f"{control}.json"))
-        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256",
-                     "--output", controls[-1]]) == 0
+    correctness, controls = _checked(tmp_path, "rmsnorm", "t32", ["t32", "t256"])
+    output = tmp_path / "rep1.json"
     assert main(["time", "--kernel", "rmsnorm", "--shape", "512x8193", "--layout", "t32", "--samples", "10",
-                 "--placements", "3", "--correctness", str(correctness), "--controls", *controls,
+                 "--placements", "3", "--correctness", correctness, "--controls", *controls,
                  "--output", str(output)]) == 0
     record = read_json(output)
     assert record["method"]["placements"] == 3 and len(record["samples_us"]) == 30
@@ -279,15 +281,10 @@ def test_placements_rebind_a_library_baseline_to_each_fresh_copy(tmp_path, layou
     package = specs.load("bias_gelu").baselines[layout].package
     if library.missing_reason(package):
         pytest.skip(library.missing_reason(package))
-    correctness, output = tmp_path / f"{layout}.json", tmp_path / "rep1.json"
-    assert main(["correctness", "--kernel", "bias_gelu", "--layout", layout, "--output", str(correctness)]) == 0
-    controls = []
-    for control in sorted(specs.load("bias_gelu").mutations):
-        controls.append(str(tmp_path / f"{control}.json"))
-        assert main(["control", "--kernel", "bias_gelu", "--control", control, "--layout", "elementwise",
-                     "--output", controls[-1]]) == 0
+    correctness, controls = _checked(tmp_path, "bias_gelu", layout, ["elementwise"])
+    output = tmp_path / "rep1.json"
     assert main(["time", "--kernel", "bias_gelu", "--shape", "1024x1024", "--layout", layout, "--samples", "4",
-                 "--placements", "2", "--correctness", str(correctness), "--controls", *controls,
+                 "--placements", "2", "--correctness", correctness, "--controls", *controls,
                  "--output", str(output)]) == 0
     record = read_json(output)
     assert record["sample_placement"] == [0] * 4 + [1] * 4 and record["library"]["package"] == package

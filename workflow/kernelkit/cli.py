@@ -187,14 +187,19 @@ def _measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dic
     }
 
 
-def _inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
-    """The timing pattern's inputs for one shape, uploaded; the same arrays for every layout."""
-    from kernelkit import device
+def _timing_inputs(spec: specs.KernelSpec, shape_text: str) -> dict[str, Any]:
+    """The timing pattern's host inputs for one shape: the same arrays for every layout and process."""
     from kernelkit.inputs import rng_for
 
     shape = spec.parse_shape(shape_text)
-    inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
-    return shape, device.upload(inputs)
+    return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
+
+
+def _inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
+    """The timing pattern's inputs for one shape, uploaded."""
+    from kernelkit import device
+
+    return spec.parse_shape(shape_text), device.upload(_timing_inputs(spec, shape_text))
 
 
 def _sampler_settings(args: argparse.Namespace) -> Any:
@@ -220,7 +225,6 @@ def _add_sampler_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_time(args: argparse.Namespace) -> int:
     from kernelkit import device, environment, sampler, timing
-    from kernelkit.inputs import rng_for
     from kernelkit.stats import summarize
 
     if not 1 <= args.placements <= MAX_PLACEMENTS:
@@ -252,7 +256,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         return 0
 
     cp = device.cupy()
-    host_inputs = spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, args.shape, spec.timing_pattern))
+    host_inputs = _timing_inputs(spec, args.shape)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
