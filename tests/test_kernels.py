@@ -17,7 +17,7 @@ import pytest
 from conftest import padded_output
 
 from kernelkit import spec as specs
-from kernelkit.correctness import GUARD_ELEMENTS, check_case
+from kernelkit.checks import GUARD_ELEMENTS, check_case
 from kernelkit.inputs import PATTERNS, pattern_array, rng_for
 
 RMSNORM = specs.load("rmsnorm")

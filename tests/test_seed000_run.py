@@ -13,7 +13,7 @@ from conftest import REPO
 
 from kernelkit import diff, report
 from kernelkit.cli import main
-from kernelkit.results import read_json
+from kernelkit.records import read_json
 
 RUN = REPO / "results" / "h200-full"
 SEED_OPERATIONS = ("matmul", "layernorm", "bias_gelu", "triangle", "neighbor")

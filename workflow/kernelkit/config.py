@@ -1,15 +1,23 @@
-"""The workflow's configuration: validation with one-sentence errors, and the target plan.
+"""The workflow's configuration: validation with one-sentence errors, defaults, and the target plan.
 
 The Snakefile and the command line both go through `validate`, so a bad key is reported
-the same way wherever it is found, before any GPU work starts.
+the same way wherever it is found, before any GPU work starts. Every default lives in the
+schema (`default:` entries); `validate` fills them in exactly as Snakemake's
+`validate(config, schema, set_default=True)` does, so the CLI and the workflow see one config.
+Each stage's settings are a slice of the validated config (`settings_slice`), checked again
+against the same schema when a stage's command reads them (`validate_slice`).
 """
 
 from __future__ import annotations
 
+import argparse
+import copy
+import functools
+import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -19,6 +27,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schem
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    """The config file, validated, with defaults filled in."""
     try:
         with open(path, encoding="utf-8") as handle:
             config = yaml.safe_load(handle)
@@ -29,17 +38,89 @@ def load(path: str | Path) -> dict[str, Any]:
     return validate(config if config is not None else {})
 
 
-def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
-    """Return the config unchanged, or raise KitError naming the bad key and what is allowed."""
+@functools.cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _defaulting_validator(node: dict[str, Any]) -> Any:
+    """A validator that fills in each absent property that has a `default`, then checks it."""
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise KitError(_sentence(errors[0], schema))
+    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator: Any, properties: dict[str, Any], instance: Any,
+                                 node: dict[str, Any]) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from check_properties(validator, properties, instance, node)
+
+    extended = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"properties": properties_with_defaults})
+    return extended(node)
+
+
+def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
+    errors = sorted(_defaulting_validator(node).iter_errors(instance),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    return _sentence(errors[0], node) if errors else None
+
+
+def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
+    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key
+    and what is allowed. The argument itself is not changed."""
+    config = copy.deepcopy(config)
+    error = _first_error(config, schema())
+    if error:
+        raise KitError(error)
     _check_against_specs(config, kernels_root)
     return config
+
+
+def schema_default(*path: str) -> Any:
+    """The schema's default of one key, e.g. schema_default("timing", "stop", "max_seconds")."""
+    node = schema()
+    for part in path:
+        node = node["properties"][part]
+    return node["default"]
+
+
+def settings_slice(config: Mapping[str, Any], sections: Mapping[str, Sequence[str]]) -> str:
+    """The keys a stage uses, out of the validated config, as one JSON text: the rule's one
+    settings param, so that Snakemake reruns exactly the targets whose settings changed."""
+    return json.dumps({section: {key: config[section][key] for key in keys if key in config[section]}
+                       for section, keys in sections.items()}, sort_keys=True)
+
+
+def validate_slice(text: str, sections: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Parse and check a settings slice against the same schema as the whole config: a key with a
+    schema default is filled in when left out, a key the schema requires must be there, and no
+    key outside the stage's slice may be."""
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KitError(f"--settings is not valid JSON ({error.msg})") from None
+    whole = schema()
+    node: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": list(sections),
+                            "description": f"a mapping with the keys {', '.join(sections)}", "properties": {}}
+    for section, keys in sections.items():
+        part = copy.deepcopy(whole["properties"][section])
+        part["properties"] = {key: value for key, value in part["properties"].items() if key in keys}
+        part["required"] = [key for key in part.get("required", []) if key in keys]
+        part.pop("default", None)
+        node["properties"][section] = part
+    error = _first_error(payload, node)
+    if error:
+        raise KitError(error)
+    return payload
+
+
+def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str, Sequence[str]]) -> None:
+    keys = "; ".join(f"{section}: {', '.join(keys)}" for section, keys in sections.items())
+    parser.add_argument("--settings", required=True,
+                        help=f"the stage's settings as JSON, a slice of the validated config ({keys}); "
+                             "config/README.md explains each key")
 
 
 def _key(path: Any) -> str:
@@ -62,6 +143,7 @@ def _description(schema: dict[str, Any], path: list[Any]) -> str:
 
 
 def _sentence(error: Any, schema: dict[str, Any]) -> str:
+    """One sentence: the key, and what the schema allows there."""
     path = list(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
@@ -96,7 +178,7 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                 spec.parse_shape(shape)
             except KitError as error:
                 raise KitError(f"config key 'kernels.{kernel}.shapes': {error}") from None
-    span_repeats = config.get("span", {}).get("repeats", 1)
+    span_repeats = config.get("span", {}).get("repeats", 1)  # no span: nothing to check
     if span_repeats > config["timing"]["repeats"]:
         raise KitError(
             f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ({config['timing']['repeats']}), "
@@ -156,9 +238,18 @@ def span_kernels(config: dict[str, Any]) -> list[str]:
     return list(config["span"].get("kernels", config["kernels"]))
 
 
+def span_repeats(config: dict[str, Any]) -> int:
+    """Span processes per kernel and shape: `span.repeats`, else timing.repeats; none without `span`."""
+    if "span" not in config:
+        return 0
+    return config["span"].get("repeats", config["timing"]["repeats"])
+
+
 def caches(config: dict[str, Any]) -> list[str]:
-    """The cache states timed: `timing.cache` warm (default), cold or both."""
-    return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[config["timing"].get("cache", "warm")]
+    """The cache states timed: `timing.cache` warm, cold or both. A run's config.json written before
+    defaults were filled in may lack the key; the schema's default applies then too."""
+    chosen = config["timing"].get("cache", schema_default("timing", "cache"))
+    return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[chosen]
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str, cache: str = "warm") -> int:
@@ -182,3 +273,32 @@ def timing_plan(config: dict[str, Any]) -> list[TimedTarget]:
                    for k, s, l in configurations(config) for c in caches(config)]
         plan += sorted(targets, key=lambda t: t.order_key)
     return plan
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    load(args.config)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def cmd_write_config(args: argparse.Namespace) -> int:
+    """Store the run's config, defaults filled in, as the record every report reads it from."""
+    from kernelkit.records import write_json_atomic
+
+    try:
+        given = json.loads(args.json)
+    except json.JSONDecodeError as error:
+        raise KitError(f"--json is not valid JSON ({error.msg})") from None
+    write_json_atomic(args.output, validate(given))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("check-config", help="validate a config file and exit")
+    p.add_argument("config", nargs="?", default="config/config.yaml", help="the config file (YAML) to check")
+    p.set_defaults(func=cmd_check_config)
+
+    p = subparsers.add_parser("write-config", help="validate a config given as JSON and store it with the run")
+    p.add_argument("--json", required=True, help="the whole config as one JSON text")
+    p.add_argument("--output", required=True, help="where to write the validated config (JSON)")
+    p.set_defaults(func=cmd_write_config)

@@ -15,7 +15,8 @@ from typing import Any
 
 from kernelkit import KitError
 from kernelkit import document as doc
-from kernelkit.results import read_json, run_result_files
+from kernelkit.layout import run_result_files
+from kernelkit.records import read_json
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, process_order, ratio_interval, verdict
 from kernelkit.summary import natural_key
 

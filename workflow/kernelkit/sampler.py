@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 # Reasons that lower the clock under load. gpu_idle, applications_clocks_setting and
 # display_clock_setting describe a setting or an idle GPU, not a throttle of the timed work.
@@ -23,14 +23,26 @@ THROTTLE_REASONS = frozenset(
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    enabled: bool = True
-    interval_ms: float = 20.0
-    min_sm_clock_fraction: float = 0.9
-    wait_for_clock: bool = False
-    wait_timeout_s: float = 10.0
+    """The config's `sampler` section (schema: workflow/schemas/config.schema.yaml, which holds
+    the defaults and bounds); every timing and span record stores it under "sampler"."""
+
+    enabled: bool
+    interval_ms: float
+    min_sm_clock_fraction: float
+    wait_for_clock: bool
+    wait_timeout_s: float
+
+    @classmethod
+    def from_config(cls, sampler: Mapping[str, Any]) -> "SamplerSettings":
+        """From the validated `sampler` section; numbers as floats, as records have always held them."""
+        return cls(bool(sampler["enabled"]), float(sampler["interval_ms"]), float(sampler["min_sm_clock_fraction"]),
+                   bool(sampler["wait_for_clock"]), float(sampler["wait_timeout_s"]))
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
+
+
+SAMPLER_KEYS = tuple(SamplerSettings.__dataclass_fields__)
 
 
 class ClockSampler:

@@ -19,7 +19,7 @@ import numpy as np
 
 from kernelkit import KitError
 from kernelkit.inputs import PATTERNS
-from kernelkit.results import sha256_text
+from kernelkit.records import sha256_text
 
 Shape = tuple[int, ...]
 
