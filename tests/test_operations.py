@@ -1,8 +1,10 @@
 """Every kernel folder, on the CPU: its mutations, its sm_90 build, its reference and tolerance.
 
-The tolerance of each operation is exercised with a float32 NumPy emulation of its kernel:
-the emulation must pass every correctness case and each emulated negative control must fail,
-which shows the tolerance is neither too tight for FP32 nor loose enough to hide the bugs.
+The tolerance of each operation is exercised with the float32 NumPy emulation in its folder
+(kernels/<name>/emulation.py): the emulation must pass every correctness case and each emulated
+negative control must fail, which shows the tolerance is neither too tight for FP32 nor loose
+enough to hide the bugs. These tests know no operation by name, except where stated; a folder
+written by `kernelkit new` goes through the same ones (test_new_kernel.py).
 """
 
 from __future__ import annotations
@@ -22,15 +24,32 @@ from kernelkit.spec import shape_name
 
 KERNELS = specs.available()
 NVCC = shutil.which("nvcc")
+# The folder `kernelkit new` writes, checked by the same tests as every committed folder.
+NEW_KERNEL = "new_scaled_copy"
+
+
+@pytest.fixture(scope="module")
+def new_kernel_root(tmp_path_factory):
+    from kernelkit.cli import main
+
+    root = tmp_path_factory.mktemp("kernels")
+    assert main(["new", NEW_KERNEL, "--kernels", str(root)]) == 0
+    return root
+
+
+@pytest.fixture(params=[*KERNELS, NEW_KERNEL])
+def spec(request):
+    """Each kernel folder's spec; the last one is a folder just written by `kernelkit new`."""
+    if request.param == NEW_KERNEL:
+        return specs.load(NEW_KERNEL, request.getfixturevalue("new_kernel_root"))
+    return specs.load(request.param)
 
 
 def test_the_seed_operations_are_present():
     assert {"rmsnorm", "matmul", "layernorm", "bias_gelu", "triangle", "neighbor"} <= set(KERNELS)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_each_mutation_applies_once_and_changes_the_source(kernel):
-    spec = specs.load(kernel)
+def test_each_mutation_applies_once_and_changes_the_source(spec):
     assert len(spec.mutations) >= 2
     for control in spec.mutations:
         assert spec.source_text(control) != spec.source_text()
@@ -38,9 +57,7 @@ def test_each_mutation_applies_once_and_changes_the_source(kernel):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_kernel_and_mutations_compile_for_sm90(tmp_path, kernel):
-    spec = specs.load(kernel)
+def test_kernel_and_mutations_compile_for_sm90(tmp_path, spec):
     for control in [None, *spec.mutations]:
         source = tmp_path / f"{control}.cu"
         source.write_text(spec.source_text(control))
@@ -57,94 +74,16 @@ def case(spec, shape, pattern):
     return inputs, spec.reference(inputs), scale
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_an_all_zero_output_fails_the_normal_cases(kernel):
-    spec = specs.load(kernel)
+def test_an_all_zero_output_fails_the_normal_cases(spec):
     for shape in spec.correctness_shapes:
         inputs, ref, scale = case(spec, shape, "normal")
         verdict = check_case(padded_output(np.zeros_like(ref)), ref, spec.tolerance, scale=scale)
         assert not verdict["passed"], (shape, verdict)
 
 
-# float32 emulations of the kernels and of their negative controls -------------------------
-
-def gelu32(z):
-    z = z.astype(np.float32)
-    return np.float32(0.5) * z * (np.float32(1) + np.tanh(np.float32(0.7978845608028654) * (z + np.float32(0.044715) * z * z * z)))
-
-
-def bias_gelu32(inputs, layout, control=None):
-    z = inputs["x"] if control == "bias" else inputs["x"] + inputs["bias"]
-    y = gelu32(z)
-    unwritten = None
-    if control == "tail":
-        unwritten = np.zeros(y.shape, dtype=bool)
-        unwritten.reshape(-1)[-1] = True
-    return y, unwritten
-
-
-def triangle32(inputs, layout, control=None):
-    a, b = inputs["a"], inputs["b"]
-    if control == "last_k":
-        a, b = a[:, :-1], b[:, :-1]
-    if control == "transpose":
-        b = b.transpose(1, 0, 2)
-    out = np.zeros((a.shape[0], b.shape[0], a.shape[2]), dtype=np.float32)
-    for k in range(a.shape[1]):  # sequential FP32 accumulation, as the kernel does
-        out += a[:, None, k, :] * b[None, :, k, :]
-    return out, None
-
-
-def neighbor32(inputs, layout, control=None):
-    x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
-    out = x.copy() if control == "self" else np.zeros_like(x)
-    for node in range(len(indptr) - 1):
-        end = indptr[node + 1] - (1 if control == "last_edge" else 0)
-        for e in range(indptr[node], end):
-            out[node] += x[indices[e]]
-    return out, None
-
-
-def layernorm32(inputs, layout, control=None):
-    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
-    cols = x.shape[1]
-    column = np.arange(cols)
-    kept = np.ones(cols, dtype=bool)
-    if control == "tree_width" and layout == "block":  # only threads 0..127 of 256 are summed
-        kept = column % 256 < 128
-    if control == "shuffle_width" and layout == "warp":  # only lanes 0..15 are summed
-        kept = (column // 4 if cols % 4 == 0 else column) % 32 < 16
-    n = np.float32(cols)
-    mean = np.where(kept, x, 0).sum(axis=1, dtype=np.float32, keepdims=True) / n
-    centred = x - mean
-    var = np.where(kept, centred * centred, 0).sum(axis=1, dtype=np.float32, keepdims=True) / n
-    rstd = np.float32(1) / np.sqrt(var + np.float32(1e-5))
-    return centred * rstd * w + (0 if control == "bias" else b), None
-
-
-def matmul32(inputs, layout, control=None):
-    a, b = inputs["a"], inputs["b"]
-    k = a.shape[1]
-    if control == "k_tail" and layout == "tile16":
-        full = k // 16 * 16
-        return a[:, :full] @ b[:full], None
-    if control == "overwrite" and layout == "reg4x4":  # only the last step of the last tile remains
-        last = (k - 1) // 32 * 32 + 31
-        return (np.outer(a[:, last], b[last]) if last < k else np.zeros((a.shape[0], b.shape[1]))), None
-    return a @ b, None
-
-
-EMULATIONS = {"bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32, "layernorm": layernorm32,
-              "matmul": matmul32}
-
-
-def test_every_kernel_folder_has_an_emulation():
-    assert set(EMULATIONS) == set(KERNELS) - {"rmsnorm"}  # rmsnorm's is in test_kernels.py
-
-
-@pytest.mark.parametrize("kernel", sorted(EMULATIONS))
-def test_float32_emulation_passes_and_every_emulated_control_is_caught(kernel):
-    spec, emulate = specs.load(kernel), EMULATIONS[kernel]
+def test_float32_emulation_passes_and_every_emulated_control_is_caught(spec):
+    """Each folder's emulation.py: its kernel passes every case, each control fails at least one."""
+    emulate = specs.load_emulation(spec)
     caught = {control: 0 for control in spec.mutations}
     for shape in spec.correctness_shapes:
         for pattern in spec.patterns:
@@ -196,9 +135,7 @@ def test_neighbor_graph_is_fixed_by_the_node_count_and_has_isolated_nodes():
     assert neighbor.bytes_moved((100, 4)) == 4 * (int(first["indptr"][-1]) * 5 + 101 + 400)
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_bytes_and_flops_are_positive_and_grow_with_the_shape(kernel):
-    spec = specs.load(kernel)
+def test_bytes_and_flops_are_positive_and_grow_with_the_shape(spec):
     small, large = (8,) * len(spec.dims), (64,) * len(spec.dims)
     assert 0 < spec.bytes_moved(small) < spec.bytes_moved(large)
     assert 0 < spec.flops(small) < spec.flops(large)

@@ -11,7 +11,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from kernelkit import KitError
-from kernelkit import ceilings, checks, config, environment, interim_commands, span, timing, tools
+from kernelkit import ceilings, checks, config, environment, interim_commands, scaffold, span, timing, tools
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -24,6 +24,7 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     tools.register,
     interim_commands.register_report,  # becomes report.register
     interim_commands.register_diff,  # becomes diff.register
+    scaffold.register,
 )
 
 
