@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from statistics import median
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from kernelkit import KitError
 from kernelkit import config as kit_config
@@ -62,14 +62,15 @@ extern "C" __global__ void kernelkit_copy_four(const float4* __restrict__ source
 }
 """
 THREADS = 256
-# The ceilings are sampled as the timed targets are (no stopping rule, which would make their
-# sample counts differ); their sizes come from the config's `ceilings` section.
-SETTINGS_SECTIONS = {"timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
-                     "ceilings": ("copy_bytes", "gemm_n")}
 
 
 @dataclass(frozen=True)
-class CeilingSettings:
+class CeilingSettings(kit_config.StageSettings):
+    # The ceilings are sampled as the timed targets are (no stopping rule, which would make their
+    # sample counts differ); their sizes come from the config's `ceilings` section.
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {
+        "timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
+        "ceilings": ("copy_bytes", "gemm_n")}
     method: Any  # timing.GraphReplayMethod
     copy_bytes: int
     gemm_n: int
@@ -81,14 +82,7 @@ class CeilingSettings:
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["ceilings"]["copy_bytes"],
                    config["ceilings"]["gemm_n"])
 
-    @staticmethod
-    def json_from_config(config: Mapping[str, Any]) -> str:
-        """The ceiling rule's one settings param."""
-        return kit_config.settings_slice(config, SETTINGS_SECTIONS)
 
-    @classmethod
-    def from_json(cls, text: str) -> "CeilingSettings":
-        return cls.from_config(kit_config.validate_slice(text, SETTINGS_SECTIONS))
 # Two timings of the same work agree within the diff threshold (2%); so must a kernel and its ceiling.
 CEILING_TOLERANCE = 0.02
 
@@ -231,5 +225,5 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("ceiling", help="measure the copy or GEMM ceiling, or the harness floor (an empty kernel)")
     p.add_argument("--kind", required=True, help=f"which one: {', '.join(KINDS)}")
     p.add_argument("--output", required=True, help="where to write the ceiling record (JSON)")
-    kit_config.add_settings_argument(p, SETTINGS_SECTIONS)
+    kit_config.add_settings_argument(p, CeilingSettings.SECTIONS)
     p.set_defaults(func=cmd_ceiling)

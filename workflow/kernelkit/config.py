@@ -17,7 +17,7 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -114,6 +114,27 @@ def validate_slice(text: str, sections: Mapping[str, Sequence[str]]) -> dict[str
     if error:
         raise KitError(error)
     return payload
+
+
+class StageSettings:
+    """Base of each stage's settings object: built from the validated config by `from_config`,
+    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def json_from_config(cls, config: Mapping[str, Any]) -> str:
+        """The rule's one settings param."""
+        return settings_slice(config, cls.SECTIONS)
+
+    @classmethod
+    def from_json(cls, text: str) -> Any:
+        """What the stage's command builds from its --settings argument, checked against the schema."""
+        return cls.from_config(validate_slice(text, cls.SECTIONS))
 
 
 def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str, Sequence[str]]) -> None:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit import config as kit_config
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 from kernelkit.timing import Call
-
-SETTINGS_SECTIONS = {"span": ("warmup_calls", "rounds", "samples_per_round"), "sampler": SAMPLER_KEYS}
 
 
 @dataclass(frozen=True)
@@ -31,9 +29,11 @@ class SpanMethod:
 
 
 @dataclass(frozen=True)
-class SpanSettings:
+class SpanSettings(kit_config.StageSettings):
     """The config's `span` section (how spans are taken) and its `sampler` section."""
 
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"span": ("warmup_calls", "rounds", "samples_per_round"),
+                                                       "sampler": SAMPLER_KEYS}
     method: SpanMethod
     sampler: SamplerSettings
 
@@ -43,16 +43,10 @@ class SpanSettings:
         return cls(SpanMethod(span["warmup_calls"], span["rounds"], span["samples_per_round"]),
                    SamplerSettings.from_config(config["sampler"]))
 
-    @staticmethod
-    def json_from_config(config: Mapping[str, Any]) -> str:
-        """The span rule's one settings param (empty sections without a `span` key: no span targets then)."""
-        if "span" not in config:
-            return ""
-        return kit_config.settings_slice(config, SETTINGS_SECTIONS)
-
     @classmethod
-    def from_json(cls, text: str) -> "SpanSettings":
-        return cls.from_config(kit_config.validate_slice(text, SETTINGS_SECTIONS))
+    def json_from_config(cls, config: Mapping[str, Any]) -> str:
+        """The span rule's one settings param; none without a `span` key (there are no span targets then)."""
+        return super().json_from_config(config) if "span" in config else ""
 
 
 def rotation(names: list[str], round_index: int) -> list[str]:
@@ -167,5 +161,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
     p.add_argument("--repeat", type=int, required=True, help="which span repeat of the run this process is (from 1)")
     p.add_argument("--output", required=True, help="where to write the span record (JSON)")
-    kit_config.add_settings_argument(p, SETTINGS_SECTIONS)
+    kit_config.add_settings_argument(p, SpanSettings.SECTIONS)
     p.set_defaults(func=cmd_span)

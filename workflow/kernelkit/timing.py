@@ -17,9 +17,9 @@ import argparse
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from kernelkit import KitError, spec as specs
+from kernelkit import spec as specs
 from kernelkit import config as kit_config
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 
@@ -58,16 +58,16 @@ class GraphReplayMethod:
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
 # the plan (which targets exist, in which order), not how one target is timed.
 TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements")
-SETTINGS_SECTIONS = {"timing": TIMING_KEYS, "sampler": SAMPLER_KEYS}
 # Placement i > 0 allocates i MiB more before its buffers, and every placement's buffers stay
 # allocated until the end: the schema's maximum of timing.placements bounds that memory.
 PLACEMENT_SHIFT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
-class TimingSettings:
+class TimingSettings(kit_config.StageSettings):
     """Everything the config says about how one timed target is sampled."""
 
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"timing": TIMING_KEYS, "sampler": SAMPLER_KEYS}
     method: GraphReplayMethod
     placements: int
     sampler: SamplerSettings
@@ -76,15 +76,6 @@ class TimingSettings:
     def from_config(cls, config: Mapping[str, Any]) -> "TimingSettings":
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["timing"]["placements"],
                    SamplerSettings.from_config(config["sampler"]))
-
-    @staticmethod
-    def json_from_config(config: Mapping[str, Any]) -> str:
-        """The timing rule's one settings param."""
-        return kit_config.settings_slice(config, SETTINGS_SECTIONS)
-
-    @classmethod
-    def from_json(cls, text: str) -> "TimingSettings":
-        return cls.from_config(kit_config.validate_slice(text, SETTINGS_SECTIONS))
 
 
 def stop_reason(samples: list[float], method: GraphReplayMethod, elapsed_s: float) -> str | None:
@@ -384,7 +375,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
     p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
-    kit_config.add_settings_argument(p, SETTINGS_SECTIONS)
+    kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
     p.add_argument("--repeat", type=int, required=True, help="which repeat of the run this process is (from 1)")
     p.add_argument("--order-seed", type=int, required=True, help="timing.order_seed, recorded with the order key")
     p.add_argument("--order-key", type=int, required=True,

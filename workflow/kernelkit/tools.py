@@ -156,22 +156,23 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     return 0
 
 
+TARGET_ARGUMENTS = {"--kernel": "a kernel folder under kernels/", "--shape": "one shape of the kernel, e.g. 512x128",
+                    "--layout": "one layout of the kernel (for the sanitizer, a hand-written one)"}
+
+
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("sanitize", help="compute-sanitizer memcheck and racecheck over a layout's correctness cases")
-    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
-    p.add_argument("--layout", required=True, help="a hand-written layout of the kernel")
-    p.add_argument("--output", required=True, help="where to write the sanitizer record (JSON)")
-    p.set_defaults(func=cmd_sanitize)
-
-    p = subparsers.add_parser("profile", help="Nsight Compute counters of one warmed call (clocks not controlled)")
-    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
-    p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
-    p.add_argument("--layout", required=True, help="one layout of the kernel")
-    p.add_argument("--output", required=True, help="where to write the profile record (JSON)")
-    p.set_defaults(func=cmd_profile)
-
-    p = subparsers.add_parser("profile-call", help="(run under ncu) one warmed call between cudaProfilerStart and Stop")
-    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
-    p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
-    p.add_argument("--layout", required=True, help="one layout of the kernel")
-    p.set_defaults(func=cmd_profile_call)
+    commands = (
+        ("sanitize", "compute-sanitizer memcheck and racecheck over a layout's correctness cases", cmd_sanitize,
+         ("--kernel", "--layout"), "the sanitizer record"),
+        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile,
+         ("--kernel", "--shape", "--layout"), "the profile record"),
+        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call,
+         ("--kernel", "--shape", "--layout"), None),
+    )
+    for command, summary, func, target, output in commands:
+        p = subparsers.add_parser(command, help=summary)
+        for name in target:
+            p.add_argument(name, required=True, help=TARGET_ARGUMENTS[name])
+        if output:
+            p.add_argument("--output", required=True, help=f"where to write {output} (JSON)")
+        p.set_defaults(func=func)
