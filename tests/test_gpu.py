@@ -251,6 +251,9 @@ def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
     record = read_json(output)
     assert len(record["sample_tags"]) == len(record["samples_us"]) == 20
     assert len(record["clock_trace"]) >= 2 and record["sampler"]["interval_ms"] == 10
+    # The record states the settings it ran with: the settings param's, schema defaults included.
+    assert record["method"]["samples"] == 20 and record["method"]["max_sample_ms"] == default_config()["timing"]["max_sample_ms"]
+    assert record["format_version"] == 2
     assert record["method_used"]["clock_wait"]["enabled"] is True and record["method_used"]["cache"] == "cold"
     assert all(tag["points"] >= 1 for tag in record["sample_tags"])
 

@@ -71,3 +71,47 @@ def test_a_settings_slice_missing_a_key_without_default_is_named(tmp_path, capsy
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'timing.warmup_launches' is missing" in err
+
+
+def _checked_records(tmp_path, spec):
+    """Correctness and control records as the checks stage writes them, for the current source."""
+    from kernelkit.records import write_record
+
+    correctness = tmp_path / "correctness.json"
+    write_record(correctness, {"passed": True, "layouts": list(spec.layouts), "skipped": {},
+                               "source_sha256": spec.source_sha256()})
+    controls = []
+    for control in spec.mutations:
+        controls.append(str(tmp_path / f"{control}.json"))
+        write_record(controls[-1], {"control": control, "caught": True})
+    return str(correctness), controls
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
+def test_time_span_and_ceiling_with_valid_settings_stop_at_the_gpu_with_one_sentence(tmp_path, capsys):
+    """The workflow's own settings params parse and the checks pass; the first GPU call is what stops them."""
+    from conftest import default_config
+
+    from kernelkit import spec as specs
+    from kernelkit.ceilings import CeilingSettings
+    from kernelkit.span import SpanSettings
+    from kernelkit.timing import TimingSettings
+
+    config, spec = default_config(), specs.load("rmsnorm")
+    correctness, controls = _checked_records(tmp_path, spec)
+    output = tmp_path / "out.json"
+    commands = [
+        ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--repeat", "1", "--order-seed", "0",
+         "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
+         "--correctness", correctness, "--controls", *controls],
+        ["span", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--correctness", correctness,
+         "--controls", *controls, "--repeat", "1",
+         "--settings", SpanSettings.json_from_config({**config, "span": {"warmup_calls": 1, "rounds": 1,
+                                                                          "samples_per_round": 1}})],
+        ["ceiling", "--kind", "copy", "--settings", CeilingSettings.json_from_config(config)],
+    ]
+    for argv in commands:
+        assert main([*argv, "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err), err
+        assert not output.exists()
