@@ -215,8 +215,10 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     before = nvml.snapshot()
     record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n)
     after = nvml.snapshot()
+    # The timing settings are in "method"; the sizes the config chose are stated beside them.
+    sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
     write_record(args.output, {**record, "device_name": device.device_name(), "unit": "microseconds per call",
-                                    "nvml_before": before, "nvml_after": after})
+                               "sizes": sizes, "nvml_before": before, "nvml_after": after})
     print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rates({args.kind: record}).items()))
     return 0
 
