@@ -91,3 +91,23 @@ def _arguments(parser):
 def test_every_command_line_argument_has_a_help_text():
     missing = [name for name, action in _arguments(build_parser()) if action.dest != "help" and not action.help]
     assert not missing
+
+
+def test_the_default_config_still_gives_the_method_and_sampler_h200_s5a_recorded():
+    """Moving the defaults into the schema changed no setting: the default config's settings params
+    describe exactly what the last full default run (h200-s5a) wrote into its records."""
+    from kernelkit.ceilings import CeilingSettings
+    from kernelkit.span import SpanSettings
+
+    config, run = default_config(), REPO / "results" / "h200-s5a"
+    timing = TimingSettings.from_json(TimingSettings.json_from_config(config))
+    span = SpanSettings.from_json(SpanSettings.json_from_config(config))
+    ceiling = CeilingSettings.from_json(CeilingSettings.json_from_config(config))
+    for path in layout.run_result_files(run, "timing"):
+        record = records.read_record(path)
+        assert (record["method"], record["sampler"]) == (timing.method.describe(), timing.sampler.describe()), path
+    for path in layout.run_result_files(run, "span"):
+        record = records.read_record(path)
+        assert (record["method"], record["sampler"]) == (span.method.describe(), span.sampler.describe()), path
+    for path in layout.run_result_files(run, "ceilings"):
+        assert records.read_record(path)["method"] == ceiling.method.describe(), path
