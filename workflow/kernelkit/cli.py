@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kernelkit import KitError, spec as specs
-from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 from kernelkit.results import read_json, split_skipped, write_json_atomic, write_text_atomic
 
 
@@ -496,24 +495,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_diff(args: argparse.Namespace) -> int:
-    from kernelkit import diff, document
-
-    result = diff.compare(diff.load_run(args.run_a), diff.load_run(args.run_b), args.threshold, args.confidence)
-    title, sections = diff.build(result)
-    markdown = document.render_markdown(title, sections)
-    if args.markdown:
-        write_text_atomic(args.markdown, markdown)
-    else:
-        print(markdown, end="")
-    if args.html:
-        write_text_atomic(args.html, document.render_html(title, sections))
-    slower = result.count("SLOWER")
-    print(f"{len(result.comparisons)} configurations: " + ", ".join(
-        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
-    return 1 if slower and args.fail_on_slower else 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelkit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -622,17 +603,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html")
     p.add_argument("--figures", help="folder holding <kernel>.svg figures to include")
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser("diff", help="compare two run directories; exit 2 on unusable input")
-    p.add_argument("run_a")
-    p.add_argument("run_b")
-    p.add_argument("--threshold", type=float, default=DIFF_THRESHOLD,
-                   help=f"SAME when B/A lies within 1 +- this (default {DIFF_THRESHOLD})")
-    p.add_argument("--confidence", type=float, default=DIFF_CONFIDENCE,
-                   help=f"family-wise confidence of the intervals (default {DIFF_CONFIDENCE})")
-    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
-    p.add_argument("--markdown", help="write the Markdown here instead of standard output")
-    p.add_argument("--html", help="also write a self-contained HTML page")
-    p.set_defaults(func=cmd_diff)
+    from kernelkit import diff
+
+    diff.register(sub)
     return parser
 
 
