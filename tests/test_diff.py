@@ -206,7 +206,7 @@ def test_exit_codes_slower_bad_arguments_no_common_configuration_and_internal_er
             main(["diff", str(RUN_A), str(RUN_B), option, value])
         assert exited.value.code == 2
         err = capsys.readouterr().err
-        assert err == f"kernelkit diff: argument {option}: {option} must be a number strictly between 0 and 1, not {value!r}\n"
+        assert err == f"kernelkit diff: argument {option}: must be a number strictly between 0 and 1, not {value!r}\n"
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
@@ -222,3 +222,12 @@ def test_a_file_given_as_a_run_directory_is_called_a_file(capsys):
     env = RUN_A / "environment.json"
     assert main(["diff", str(env), str(RUN_B)]) == 2
     assert capsys.readouterr().err == f"kernelkit diff: {env} is a file, not a run directory (results/<run>)\n"
+
+
+@pytest.mark.parametrize("pair", sorted(p.name for p in (REPO / "reports" / "diff").iterdir()))
+def test_committed_diffs_are_what_this_kit_builds_from_the_committed_runs(pair):
+    a, b = pair.split("__vs__")
+    title, sections = build(diff.compare(diff.load_run(REPO / "results" / a), diff.load_run(REPO / "results" / b)))
+    committed = REPO / "reports" / "diff" / pair
+    assert (committed / "diff.md").read_text() == document.render_markdown(title, sections)
+    assert (committed / "diff.html").read_text() == document.render_html(title, sections)

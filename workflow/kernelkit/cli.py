@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit.results import read_json, split_skipped, write_json_atomic, write_text_atomic
@@ -495,8 +495,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneSentenceParser(argparse.ArgumentParser):
+    """Argument errors as one sentence ("kernelkit diff: argument --threshold: ..."), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelkit", description=__doc__.splitlines()[0])
+    parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("check-config", help="validate a config file and exit")

@@ -240,17 +240,15 @@ def compare(
 EXIT_OK, EXIT_SLOWER, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
-def open_fraction(option: str):
-    """An argparse type for a number strictly between 0 and 1, failing with one sentence."""
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not 0.0 < value < 1.0:  # NaN fails too
-            raise argparse.ArgumentTypeError(f"{option} must be a number strictly between 0 and 1, not {text!r}")
-        return value
-    return parse
+def open_fraction(text: str) -> float:
+    """The argparse type of --threshold and --confidence: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1, not {text!r}")
+    return value
 
 
 def _write(path: str, text: str) -> None:
@@ -294,20 +292,14 @@ def run_command(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
 
 
-def _one_sentence_error(message: str) -> None:
-    print(f"kernelkit diff: {message}", file=sys.stderr)
-    sys.exit(EXIT_UNUSABLE)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("diff", help="compare two run directories; exit 1 on SLOWER with --fail-on-slower, "
                                            "2 on unusable input, 3 on an internal error")
-    p.error = _one_sentence_error  # type: ignore[method-assign]  # argparse's usage block is not one sentence
     p.add_argument("run_a", help="run directory A (results/<run>), the reference")
     p.add_argument("run_b", help="run directory B (results/<run>), compared against A")
-    p.add_argument("--threshold", type=open_fraction("--threshold"), default=DIFF_THRESHOLD,
+    p.add_argument("--threshold", type=open_fraction, default=DIFF_THRESHOLD,
                    help=f"SAME when B/A lies within 1 +- this, in (0, 1) (default {DIFF_THRESHOLD})")
-    p.add_argument("--confidence", type=open_fraction("--confidence"), default=DIFF_CONFIDENCE,
+    p.add_argument("--confidence", type=open_fraction, default=DIFF_CONFIDENCE,
                    help=f"family-wise confidence of the intervals, in (0, 1) (default {DIFF_CONFIDENCE})")
     p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
     p.add_argument("--markdown", help="write the Markdown here instead of standard output")
