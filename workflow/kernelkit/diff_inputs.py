@@ -59,14 +59,20 @@ def _text_field(record: dict[str, Any], key: str, path: Path, what: str) -> str:
     return value
 
 
+# Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or
+# absurd values are broken files, and bounding them keeps every ratio of two medians finite.
+SAMPLE_RANGE_US = (1e-9, 1e12)
+
+
 def check_samples(samples: Any, path: Path) -> list[float]:
     """Samples a ratio can be taken of: a non-empty list of finite numbers above zero."""
     if not isinstance(samples, list) or not samples:
         raise KitError(f"timing file {path} needs 'samples_us' to be a non-empty list of numbers, not {samples!r:.60}")
+    low, high = SAMPLE_RANGE_US
     for index, value in enumerate(samples):
-        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
             raise KitError(f"timing file {path} holds sample {index} = {value!r:.40}; every sample must be a finite "
-                           "number of microseconds above zero")
+                           f"number of microseconds from {low:g} to {high:g}")
     return samples
 
 
