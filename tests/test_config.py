@@ -57,7 +57,7 @@ CASES = [
     ("shape with a 4 TiB output", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("1048576x1048576"),
      ["'kernels.rmsnorm.shapes.9'", "4,096.0 GiB", "1,024.0 GiB"]),
     ("shape read as a number", lambda c: c["kernels"]["rmsnorm"]["shapes"].append(296),
-     ["'kernels.rmsnorm.shapes.9'", "read by YAML as the number 296", "'512x128'"]),
+     ["'kernels.rmsnorm.shapes.9' is the number 296", "(0x128 as the hex number 296)", "'512x128'"]),
     ("shape with 'by'", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("512by128"),
      ["'kernels.rmsnorm.shapes.9'", "joined by 'x'", "512by128"]),
     ("zero rows", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("0x128"), ["kernels.rmsnorm.shapes", "0x128"]),

@@ -163,10 +163,12 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
     instance = error.instance
     if isinstance(instance, YamlNumber) or (isinstance(instance, int) and path[-2:-1] == ["shapes"]):
         shape = path[-2:-1] == ["shapes"]
-        written = getattr(instance, "source", "it")
-        advice = "write shapes as quoted strings like '512x128'" if shape else f"write it in quotes: '{written}'"
-        return (f"config key '{_key(path)}': {'shape ' if shape else ''}{written} was read by YAML as the number "
-                f"{int(instance)}; {advice}")
+        advice = "write shapes as quoted strings like '512x128'" if shape else "write it in quotes"
+        if not isinstance(instance, YamlNumber):  # parsed by Snakemake: how it was written is lost
+            return (f"config key '{_key(path)}' is the number {instance}: YAML reads some unquoted text as numbers "
+                    f"(0x128 as the hex number 296); {advice}")
+        return (f"config key '{_key(path)}': {'shape ' if shape else ''}{instance.source} was read by YAML as the "
+                f"number {int(instance)}; {advice}")
     hint = " (write it without a decimal point)" if isinstance(instance, float) and instance.is_integer() else ""
     return f"config key '{_key(path)}' must be {_description(schema, path)}, not {instance!r}{hint}"
 
