@@ -237,7 +237,8 @@ def compare(
 
 
 # Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
-EXIT_OK, EXIT_SLOWER, EXIT_UNUSABLE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_OK, EXIT_SLOWER, EXIT_INTERNAL = 0, 1, 3
+# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
 
 
 def open_fraction(text: str) -> float:

@@ -31,9 +31,11 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     if mixed:
         parts.append(f"{len(mixed)} of {len(result.comparisons)} configurations were timed on different cards in A "
                      "and B (their notes name the cards)")
+    models_differ = any(label == "GPU model" for label, _, _ in result.environment)
+    why = "The GPU models differ" if models_differ else "Two cards of one model can differ in speed"
     return doc.Paragraph(
-        "Different GPUs: " + "; ".join(parts) + ". Two cards of one model can differ in speed, so every verdict below "
-        "compares the cards as well as the code.", css_class="banner")
+        "Different GPUs: " + "; ".join(parts) + f". {why}, so every verdict below compares the cards as well as the "
+        "code.", css_class="banner")
 
 
 def _summary(result: DiffResult) -> list[doc.Block]:
