@@ -24,7 +24,8 @@ from typing import Any
 from kernelkit import KitError
 from kernelkit.results import write_text_atomic
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, saw_foreign_work
-from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, process_order, ratio_interval, verdict
+from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
+                             verdict)
 
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run", "register", "run_command"]
 
@@ -147,7 +148,7 @@ class DiffResult:
         for c in self.comparisons:
             groups.setdefault(c.kernel, []).append(c.interval.ratio)
             groups[""].append(c.interval.ratio)
-        return {kernel: math.exp(sum(map(math.log, ratios)) / len(ratios)) for kernel, ratios in groups.items() if ratios}
+        return {kernel: geometric_mean(ratios) for kernel, ratios in groups.items() if ratios}
 
 
 def _config_key(key: tuple[str, str, str, int]) -> tuple[str, str, str]:
