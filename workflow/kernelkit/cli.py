@@ -1,17 +1,20 @@
 """`kernelkit <stage>`: one process per workflow job, each writing one result file.
 
 Each stage module adds its own subcommands (`register`) and owns what they do; this module
-only builds the parser from them and turns a KitError into one sentence and exit status 2.
+only builds the parser from them and turns failures into one sentence: a KitError (bad input, no
+GPU) exits 2, an argument error exits 2, anything unexpected exits 3 ("internal error"; the
+traceback only with KERNELKIT_DEBUG=1), so that CI can tell a kit bug from a verdict.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from kernelkit import KitError
-from kernelkit import ceilings, checks, config, environment, interim_commands, scaffold, span, timing, tools
+from kernelkit import ceilings, checks, config, diff, environment, interim_commands, scaffold, span, timing, tools
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -23,13 +26,24 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     span.register,
     tools.register,
     interim_commands.register_report,  # becomes report.register
-    interim_commands.register_diff,  # becomes diff.register
+    diff.register,
     scaffold.register,
 )
 
 
+EXIT_INTERNAL = 3
+
+
+class OneSentenceParser(argparse.ArgumentParser):
+    """Argument errors as one sentence ("kernelkit diff: argument --threshold: ..."), not a usage block.
+    Subcommand parsers inherit this class from their parent."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelkit", description=__doc__.splitlines()[0])
+    parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for register in STAGES:
         register(subparsers)
@@ -43,3 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KitError as error:
         print(f"kernelkit {args.command}: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - a kit bug must not read as a verdict or as bad input
+        if os.environ.get("KERNELKIT_DEBUG") == "1":
+            raise
+        detail = " ".join(str(error).split())[:200]
+        print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
+              "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
