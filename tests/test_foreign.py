@@ -5,10 +5,11 @@ intervals, and the kit's readings, tags and summaries are computed from those an
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 
-from kernelkit import foreign, sampler
+from kernelkit import foreign, gpulock, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
 SETTINGS = sampler.SamplerSettings(interval_ms=10)
@@ -61,6 +62,9 @@ class SimulatedDevice:
             raise NVMLError_NotFound("Not Found")
         return samples
 
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return "GPU-simulated-0"
+
     def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
         end = math.floor(self.now() / self.period_s) * self.period_s
         return type("Utilization", (), {"gpu": max((self._util(pid, end) for pid in self.busy), default=0), "memory": 0})
@@ -74,6 +78,9 @@ class FakeNvml:
 
     def __init__(self, device: SimulatedDevice) -> None:
         self.nvml = device
+
+    def read(self, getter):
+        return getter(self.nvml, self.handle)
 
     def snapshot(self):
         return {"sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "power_draw_w": 300.0, "temperature_c": 40,
@@ -111,6 +118,25 @@ def test_watcher_reads_only_new_samples_and_names_the_foreign_process():
     assert min(s["t_us"] for s in second["processes"]) > max(s["t_us"] for s in first["processes"])
     assert first["foreign_pids"] == [] and second["foreign_pids"] == [OTHER]
     assert second["device_util_pct"] == 100 and second["foreign_rule"] == "by_pid"
+
+
+def test_the_previous_holders_last_period_is_not_judged_even_where_pids_cannot_be_told_apart():
+    """Earlier kit holders computed until they released; the first sample of each after the
+    acquisition still covers that work. It is recorded, never judged, pid or no pid."""
+    t0 = time.time()
+    period = 0.05
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], WAITING_KIT: [], OTHER: [(t0 + 0.12, t0 + 10)]}, period_s=period)
+    time.sleep(1.5 * period)
+    for self_visible_pid in (SELF, 1):  # 1: this process is not in NVML's pid space (a container)
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=self_visible_pid, since_unix_s=t0)
+        watcher.self_busy = False
+        first = watcher.read()
+        trailing = [s for s in first["processes"] if s["pid"] == PREVIOUS and s["sm_util"] > 0]
+        assert trailing and not any(s["judged"] for s in trailing)
+        assert first["foreign_pids"] == []
+    time.sleep(0.12 + 2 * period - (time.time() - t0))
+    later = watcher.read()
+    assert later["foreign_pids"] == [OTHER] and later["foreign_rule"] == "by_count"
 
 
 def test_without_per_process_utilisation_the_reading_says_why_and_tags_stay_unknown():
@@ -181,3 +207,23 @@ def test_wait_for_idle_does_not_wait_on_what_it_cannot_see():
 def test_previous_holder_pid_comes_from_the_lock_file_text():
     assert foreign.previous_holder_pids({"pid": "4000", "host": "h"}) == (4000,)
     assert foreign.previous_holder_pids({}) == ()
+
+
+def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
+    t0 = time.time()
+    me = os.getpid()
+    device = SimulatedDevice({me: [], OTHER: [(t0 - 1, t0 + 0.15)]})
+    settings = gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5, idle_poll_s=0.02)
+    clock = gpulock.JobClock()
+    with gpulock.exclusive_gpu(FakeNvml(device), None, settings, clock) as gpu:
+        assert gpu.busy_before_pct == 100 and gpu.idle_wait["idle"] is True
+        # The timing that follows: this process computes, the other one no longer does.
+        device.busy[me].append((time.time(), time.time() + 0.2))
+        time.sleep(0.1)
+        reading = gpu.watcher.read()
+        assert reading["foreign_pids"] == [] and reading["foreign_rule"] == "by_pid"
+        assert any(s["pid"] == me and s["sm_util"] > 0 and s["judged"] for s in reading["processes"])
+    record = clock.describe()
+    assert record["gpu_work"][0]["lock_path"].endswith("kernelkit-gpu-GPU-simulated-0.lock")
+    assert record["lock_held_s"] >= gpu.idle_wait["waited_s"] >= 0.1

@@ -8,6 +8,9 @@ sees them: `nvmlDeviceGetComputeRunningProcesses` lists every context on the dev
 Presence is not work: kit processes waiting for the lock hold idle contexts, and so does the
 previous holder for a moment after it released. So a process is foreign only when it *did*
 something (SM utilisation above zero) and is neither this process nor the previous holder.
+A sample covers the driver's period since that process's previous sample; only samples whose
+whole period lies after the lock was taken are judged, so the work of earlier holders, which
+ended before they released the lock, is never blamed on anyone.
 
 NVML reports host pids. In a container with its own pid namespace this process's pid is
 not among them; then no pid can be told apart, and the judgement counts instead: while the
@@ -25,6 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 UNAVAILABLE = "unavailable: "
+# How far before the lock's acquisition the first reading looks, to find where each process's
+# first sample period after it begins (NVML keeps a buffer of recent samples).
+LOOKBACK_S = 2.0
 
 
 def _unavailable(error: Exception) -> str:
@@ -77,7 +83,7 @@ def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool
     """
     if isinstance(samples, str):
         return None, samples
-    busy = {s["pid"] for s in samples if s["sm_util"] > 0}
+    busy = {s["pid"] for s in samples if s["sm_util"] > 0 and s.get("judged", True)}
     if self_visible:
         return sorted(busy - {self_pid} - set(kit_pids)), "by_pid"
     needed = 2 if self_busy else 1
@@ -88,8 +94,8 @@ def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool
 class ProcessWatcher:
     """Reads what other processes do on the GPU; one reading per clock-sampler point.
 
-    `since_unix_s` is where the first reading starts (the lock's acquisition), so the
-    previous holder's last samples fall before it or are excluded by pid.
+    `since_unix_s` is the lock's acquisition. The first reading looks back `LOOKBACK_S`
+    before it, to learn where each process's first new sample period begins.
     """
 
     nvml: Any
@@ -99,8 +105,20 @@ class ProcessWatcher:
     self_busy: bool = True
 
     def __post_init__(self) -> None:
-        self._last_us = int((self.since_unix_s if self.since_unix_s is not None else time.time()) * 1e6)
+        self._since_us = int((self.since_unix_s if self.since_unix_s is not None else time.time()) * 1e6)
+        self._last_us = self._since_us - int(LOOKBACK_S * 1e6)
+        self._last_by_pid: dict[int, int] = {}
         self.self_visible: bool | None = None
+
+    def _mark_periods(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each sample with the start of its period, and whether that period lies wholly after the acquisition."""
+        marked = []
+        for sample in sorted(samples, key=lambda s: s["t_us"]):
+            start = self._last_by_pid.get(sample["pid"])
+            self._last_by_pid[sample["pid"]] = sample["t_us"]
+            if sample["t_us"] > self._since_us:
+                marked.append({**sample, "from_us": start, "judged": start is not None and start >= self._since_us})
+        return marked
 
     def read(self) -> dict[str, Any]:
         pids = compute_pids(self.nvml)
@@ -109,6 +127,7 @@ class ProcessWatcher:
         samples = process_samples(self.nvml, self._last_us)
         if isinstance(samples, list) and samples:
             self._last_us = max(s["t_us"] for s in samples)
+            samples = self._mark_periods(samples)
         foreign, rule = judge(samples, self.self_pid, bool(self.self_visible), self.self_busy, self.kit_pids)
         return {"compute_pids": pids, "processes": samples, "device_util_pct": device_util(self.nvml),
                 "foreign_pids": foreign, "foreign_rule": rule}
@@ -133,7 +152,7 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
     while True:
         last = watcher.read()
         polls += 1
-        seen_processes = isinstance(last["processes"], list) and bool(last["processes"])
+        seen_processes = isinstance(last["processes"], list) and any(s["judged"] for s in last["processes"])
         util = last["device_util_pct"]
         if last["foreign_pids"] is None and isinstance(util, str):
             idle, reason = None, f"neither process nor device utilisation is readable ({util})"
@@ -165,7 +184,7 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
     peak: dict[int, dict[str, Any]] = {}
     for point in readable:
         for pid in point["foreign_pids"] or []:
-            utils = [s["sm_util"] for s in point["processes"] if s["pid"] == pid]
+            utils = [s["sm_util"] for s in point["processes"] if s["pid"] == pid and s["judged"]]
             entry = peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})
             entry["max_sm_util"] = max([entry["max_sm_util"], *utils])
             entry["readings"] += 1

@@ -243,3 +243,34 @@ class JobClock:
             "lock_held_s": round(sum(w.held_s for w in self.stretches), 6),
             "gpu_work": [w.describe() for w in self.stretches],
         }
+
+
+@dataclass
+class Exclusive:
+    """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
+    clock sampler, the device utilisation read before this process launched anything, and the
+    optional wait for foreign work to end."""
+
+    work: GpuWork
+    watcher: Any
+    busy_before_pct: Any
+    idle_wait: dict[str, Any] | None
+
+
+@contextlib.contextmanager
+def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[Exclusive]:
+    """The hook a GPU stage wraps its work in: lock this GPU, then look at who else computes on it.
+
+    The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
+    the kit's own trailing work is never foreign; the utilisation is read before any launch.
+    """
+    from kernelkit import foreign
+
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
+        clock.add(work)
+        watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
+                                         since_unix_s=work.acquired_unix_s)
+        busy_before = foreign.device_util(nvml)
+        idle_wait = (foreign.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
+                     if settings.wait_for_idle else None)
+        yield Exclusive(work, watcher, busy_before, idle_wait)
