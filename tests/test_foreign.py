@@ -23,6 +23,12 @@ class NVMLError_NotSupported(Exception):  # noqa: N801
     pass
 
 
+class NVMLError(Exception):
+    """pynvml raises its base class with value 0 when the driver reports success and no samples."""
+
+    value = 0
+
+
 @dataclass
 class Sample:
     pid: int
@@ -38,6 +44,7 @@ class SimulatedDevice:
     busy: dict[int, list[tuple[float, float]]]
     period_s: float = 0.02
     per_process: bool = True
+    not_found_error: bool = True
 
     def now(self) -> float:
         return time.time()
@@ -56,10 +63,10 @@ class SimulatedDevice:
             raise NVMLError_NotSupported("Not Supported")
         first = math.floor(since_us / 1e6 / self.period_s) + 1
         last = math.floor(self.now() / self.period_s)
-        ticks = [k * self.period_s for k in range(first, last + 1) if k * self.period_s * 1e6 > since_us]
+        ticks = [k * self.period_s for k in range(first - 1, last + 1) if int(k * self.period_s * 1e6) > since_us]
         samples = [Sample(pid, int(t * 1e6), self._util(pid, t)) for t in ticks for pid in self.busy]
         if not samples:
-            raise NVMLError_NotFound("Not Found")
+            raise NVMLError_NotFound("Not Found") if self.not_found_error else NVMLError("NVML Error with code 0")
         return samples
 
     def nvmlDeviceGetUUID(self, handle):  # noqa: N802
@@ -125,7 +132,7 @@ def test_the_previous_holders_last_period_is_not_judged_even_where_pids_cannot_b
     acquisition still covers that work. It is recorded, never judged, pid or no pid."""
     t0 = time.time()
     period = 0.05
-    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], WAITING_KIT: [], OTHER: [(t0 + 0.12, t0 + 10)]}, period_s=period)
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], WAITING_KIT: [], OTHER: [(t0 + 0.3, t0 + 10)]}, period_s=period)
     time.sleep(1.5 * period)
     for self_visible_pid in (SELF, 1):  # 1: this process is not in NVML's pid space (a container)
         watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=self_visible_pid, since_unix_s=t0)
@@ -134,9 +141,32 @@ def test_the_previous_holders_last_period_is_not_judged_even_where_pids_cannot_b
         trailing = [s for s in first["processes"] if s["pid"] == PREVIOUS and s["sm_util"] > 0]
         assert trailing and not any(s["judged"] for s in trailing)
         assert first["foreign_pids"] == []
-    time.sleep(0.12 + 2 * period - (time.time() - t0))
+    time.sleep(max(0.0, 0.3 + 2 * period - (time.time() - t0)))
     later = watcher.read()
     assert later["foreign_pids"] == [OTHER] and later["foreign_rule"] == "by_count"
+
+
+def test_no_new_sample_is_an_empty_reading_however_pynvml_says_it():
+    for not_found_error in (True, False):
+        device = SimulatedDevice({SELF: [], OTHER: []}, period_s=60, not_found_error=not_found_error)
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF)
+        watcher._last_us = int(time.time() * 1e6)  # past the last sample the device has
+        reading = watcher.read()
+        assert reading["processes"] == [] and reading["foreign_pids"] == []
+
+
+def test_a_sample_returned_twice_is_read_once():
+    """Were the driver to return the last sample again, its period would seem to start at itself."""
+    t0 = time.time()
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=0.02)
+    time.sleep(0.03)
+    samples = device.nvmlDeviceGetProcessUtilization(None, int((t0 - 0.5) * 1e6))
+    device.nvmlDeviceGetProcessUtilization = lambda handle, since_us: samples
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    watcher.self_busy = False
+    first, again = watcher.read(), watcher.read()
+    assert any(s["pid"] == PREVIOUS and s["sm_util"] > 0 for s in first["processes"])
+    assert again["processes"] == [] and again["foreign_pids"] == [] and first["foreign_pids"] == []
 
 
 def test_without_per_process_utilisation_the_reading_says_why_and_tags_stay_unknown():

@@ -50,14 +50,15 @@ def compute_pids(nvml: Any) -> list[int] | str:
 def process_samples(nvml: Any, since_us: int) -> list[dict[str, Any]] | str:
     """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps).
 
-    NVML answers NotFound when no sample is newer: that is an empty list, not an error.
+    NVML answers NotFound when no sample is newer, and pynvml raises its error for code 0
+    (success) when the driver had no sample to count: both are an empty list, not an error.
     """
     if getattr(nvml, "error", None):
         return nvml.error
     try:
         raw = nvml.nvml.nvmlDeviceGetProcessUtilization(nvml.handle, since_us)
     except Exception as error:
-        if "NotFound" in type(error).__name__:
+        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
             return []
         return _unavailable(error)
     return [{"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
@@ -115,6 +116,8 @@ class ProcessWatcher:
         marked = []
         for sample in sorted(samples, key=lambda s: s["t_us"]):
             start = self._last_by_pid.get(sample["pid"])
+            if start is not None and sample["t_us"] <= start:
+                continue  # a sample already read: its period would look like one after the acquisition
             self._last_by_pid[sample["pid"]] = sample["t_us"]
             if sample["t_us"] > self._since_us:
                 marked.append({**sample, "from_us": start, "judged": start is not None and start >= self._since_us})
