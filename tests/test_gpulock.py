@@ -77,6 +77,34 @@ def test_a_second_process_waits_until_the_first_releases(lock_dir, tmp_path):
     assert held["held_s"] >= 0.8 and not held["contended"]
 
 
+JOB = """
+import json, sys, time
+from kernelkit import gpulock
+clock = gpulock.JobClock()
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all jobs reach the GPU together
+for _ in range(3):
+    time.sleep(0.02)  # the CPU side of the job, outside the lock
+    with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as work:
+        clock.add(work)
+        time.sleep(0.05)
+print(json.dumps(clock.describe()))
+"""
+
+
+def test_many_jobs_never_hold_the_gpu_at_once(lock_dir):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    start = str(time.time() + 1.5)
+    jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(4)]
+    records = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    stretches = sorted((w["acquired_unix_s"], w["released_unix_s"]) for r in records for w in r["gpu_work"])
+    assert len(stretches) == 12
+    assert all(released <= next_acquired for (_, released), (next_acquired, _) in zip(stretches, stretches[1:]))
+    # 12 holds of 50 ms in a row: together the jobs waited, and each job's wall time holds its own waits.
+    assert sum(r["lock_waited_s"] for r in records) > 0.1
+    assert all(r["wall_s"] >= r["lock_waited_s"] + r["lock_held_s"] for r in records)
+
+
 def test_a_killed_holder_releases_the_lock(lock_dir, tmp_path):
     holder, _ = start_holder(tmp_path, hold_s=60)
     path = lock_dir / gpulock.lock_name(KEY)
@@ -171,3 +199,19 @@ def test_gpu_key_prefers_the_uuid_and_falls_back_to_the_bus_id():
     assert gpulock.lock_name("GPU-a/b c") == "kernelkit-gpu-GPU-a_b_c.lock"
     with pytest.raises(KitError):
         gpulock.lock_name("..")
+
+
+def test_lock_options_become_settings_and_bad_values_are_one_sentence():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    gpulock.add_arguments(parser)
+    assert gpulock.settings_from_args(parser.parse_args([])) == gpulock.LockSettings()
+    chosen = gpulock.settings_from_args(parser.parse_args(["--lock-dir", "/x", "--wait-for-idle", "--idle-timeout-s", "5"]))
+    assert chosen == gpulock.LockSettings(dir="/x", wait_for_idle=True, idle_timeout_s=5.0)
+    assert not gpulock.settings_from_args(parser.parse_args(["--no-gpu-lock"])).enabled
+    with pytest.raises(KitError, match="--idle-timeout-s must be"):
+        gpulock.settings_from_args(parser.parse_args(["--idle-timeout-s", "0"]))
+    with pytest.raises(KitError, match="--idle-poll-s must be"):
+        gpulock.settings_from_args(parser.parse_args(["--idle-poll-s", "60"]))
+    assert gpulock.LockSettings.from_config({"dir": "/y", "enabled": False}) == gpulock.LockSettings(False, "/y")

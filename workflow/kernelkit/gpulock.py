@@ -72,6 +72,29 @@ class LockSettings:
         return {**asdict(self), "lock_dir": str(self.lock_dir())}
 
 
+def add_arguments(parser: Any) -> None:
+    """The lock's options, for every subcommand that does GPU work (the workflow passes the config's values)."""
+    parser.add_argument("--lock-dir", help=f"directory of the per-GPU lock files (default {DEFAULT_LOCK_DIR}; "
+                                           f"{LOCK_DIR_VARIABLE} wins over this)")
+    parser.add_argument("--no-gpu-lock", action="store_true",
+                        help="do GPU work without the per-GPU lock (other jobs may then time at the same moment)")
+    parser.add_argument("--wait-for-idle", action="store_true",
+                        help="holding the lock, wait until no other process computes on the GPU before any launch")
+    parser.add_argument("--idle-timeout-s", type=float, default=LockSettings.idle_timeout_s,
+                        help="the longest wait for the GPU to become idle, in seconds")
+    parser.add_argument("--idle-poll-s", type=float, default=LockSettings.idle_poll_s,
+                        help="seconds between two looks at the GPU while waiting for it to become idle")
+
+
+def settings_from_args(args: Any) -> LockSettings:
+    """LockSettings from parsed arguments, or one sentence naming the bad value."""
+    if not args.idle_timeout_s > 0:
+        raise KitError(f"--idle-timeout-s must be a number of seconds > 0, not {args.idle_timeout_s}")
+    if not 0.01 <= args.idle_poll_s <= 5:
+        raise KitError(f"--idle-poll-s must be between 0.01 and 5 seconds, not {args.idle_poll_s}")
+    return LockSettings(not args.no_gpu_lock, args.lock_dir, args.wait_for_idle, args.idle_timeout_s, args.idle_poll_s)
+
+
 @dataclass
 class GpuWork:
     """What one stretch of GPU work cost in waiting, recorded with the result it produced."""
