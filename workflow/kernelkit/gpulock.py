@@ -181,19 +181,19 @@ def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
     waiters; no polling). With `settings.enabled` false the body runs unlocked and the record
     says so, so a run made that way can be told apart.
     """
-    path = ensure_lock_dir(settings.lock_dir()) / lock_name(key) if settings.enabled else Path(lock_name(key))
+    path = (ensure_lock_dir(settings.lock_dir()) if settings.enabled else settings.lock_dir()) / lock_name(key)
     record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled)
     if not settings.enabled or key in _held:
         record.nested = key in _held
-        _held[key] = _held.get(key, 0) + 1
+        if record.nested:
+            _held[key] += 1
         began = time.monotonic()
         try:
             yield record
         finally:
             record.held_s = round(time.monotonic() - began, 6)
-            _held[key] -= 1
-            if not _held[key]:
-                del _held[key]
+            if record.nested:
+                _held[key] -= 1
     else:
         fd = _open_lock_file(path)
         try:
