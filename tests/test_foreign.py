@@ -180,6 +180,7 @@ def test_without_per_process_utilisation_the_reading_says_why_and_tags_stay_unkn
     assert tag["foreign"] is None and not sampler.is_disturbed(tag)
     summary = foreign.foreign_work([point], [tag], busy_before_pct=reading["device_util_pct"])
     assert summary["processes"].startswith("unavailable: NVMLError_NotSupported") and summary["samples_disturbed"] is None
+    assert foreign.saw_foreign_work({"foreign_work": summary}) is None and foreign.saw_foreign_work({}) is None
 
 
 def test_samples_taken_while_another_process_computes_are_disturbed():
@@ -206,6 +207,10 @@ def test_samples_taken_while_another_process_computes_are_disturbed():
     summary = foreign.foreign_work(clocks.trace, tags, busy_before_pct=0)
     assert summary["processes"][0]["pid"] == OTHER and summary["processes"][0]["max_sm_util"] == 100
     assert summary["samples_disturbed"] == len(disturbed) and summary["rule"] == "by_pid"
+    assert sampler.causes(tags) == [f"foreign work (pid {OTHER})"]
+    assert foreign.saw_foreign_work({"foreign_work": summary}) is True
+    clean = foreign.foreign_work(clocks.trace, [t for i, t in enumerate(tags) if i in outside], busy_before_pct=0)
+    assert clean["samples_disturbed"] == 0
 
 
 def test_wait_for_idle_waits_out_the_foreign_work_and_records_the_wait():

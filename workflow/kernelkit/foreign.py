@@ -197,3 +197,13 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
         "busy_before_pct": busy_before_pct,
         "samples_disturbed": sum(1 for tag in tags if tag.get("foreign")),
     }
+
+
+def saw_foreign_work(record: dict[str, Any]) -> bool | None:
+    """Whether a timing or span record saw another process compute on its GPU; None when it
+    could not tell (older records, or NVML without per-process utilisation). For the diff,
+    which names such rows instead of only calling them AMBIGUOUS."""
+    summary = record.get("foreign_work")
+    if not isinstance(summary, dict) or not isinstance(summary.get("processes"), list):
+        return None
+    return bool(summary["processes"])

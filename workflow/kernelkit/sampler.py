@@ -133,6 +133,18 @@ def disturbed(tags: list[dict[str, Any]]) -> list[int]:
     return [i for i, tag in enumerate(tags) if is_disturbed(tag)]
 
 
+def causes(tags: list[dict[str, Any]]) -> list[str]:
+    """What disturbed the tagged samples, in words a report can print: the throttle reasons,
+    'low SM clock' and 'foreign work (pids ...)', each only where a tag shows it."""
+    found = sorted({reason for tag in tags for reason in tag.get("reasons") or []})
+    if any(tag["low_clock"] for tag in tags):
+        found.append("low SM clock")
+    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])})
+    if pids:
+        found.append(f"foreign work (pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))})")
+    return found
+
+
 def wait_for_clock(
     read_sm_clock: Callable[[], Any], sm_clock_max_mhz: Any, settings: SamplerSettings, keep_busy: Callable[[], None]
 ) -> dict[str, Any]:
