@@ -34,6 +34,7 @@ def test_tags_mark_only_samples_near_a_throttle_or_a_low_clock():
     assert tags[1]["reasons"] == ["sw_power_cap"] and tags[2]["min_sm_clock_mhz"] == 1500
     # gpu_idle is not a throttle of the timed work; a sample nobody read is unknown, not clean.
     assert sampler.disturbed(tags) == [1, 2]
+    assert sampler.causes(tags) == ["sw_power_cap", "low SM clock"] and sampler.causes([tags[0]]) == []
 
 
 def test_unreadable_clocks_leave_the_low_clock_tag_unknown():
