@@ -14,12 +14,15 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, job_counts
+import yaml
+
+from conftest import REPO, job_counts, snakemake
 
 RUN, OTHER = "h200-q-on", "h200-q-off"
 DIFF_TARGET = f"reports/diff/{RUN}__vs__{OTHER}/diff.md"
@@ -45,7 +48,8 @@ def slurm_unavailable_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(slurm_unavailable_reason() is not None, reason=f"SLURM test skipped: {slurm_unavailable_reason()}")
+SLURM_UNAVAILABLE = slurm_unavailable_reason()
+needs_slurm = pytest.mark.skipif(SLURM_UNAVAILABLE is not None, reason=f"SLURM test skipped: {SLURM_UNAVAILABLE}")
 
 
 @dataclass
@@ -53,6 +57,7 @@ class ClusterRun:
     """One snakemake invocation through the SLURM executor and what SLURM recorded about its jobs."""
 
     returncode: int
+    seconds: float
     output: str
     sbatch_lines: list[str]
     records: dict[str, dict[str, str]]  # SLURM job id -> scontrol's fields
@@ -108,11 +113,13 @@ def run_on_cluster(copy: Path, *args: str) -> ClusterRun:
         "--verbose",
         *args,
     ]
+    started = time.monotonic()
     done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=400)
+    seconds = time.monotonic() - started
     output = done.stdout + done.stderr
     sbatch_lines = re.findall(r"^sbatch call: (.*)$", output, re.MULTILINE)
     job_ids = re.findall(r"has been submitted with SLURM jobid (\d+)", output)
-    return ClusterRun(done.returncode, output, sbatch_lines, {job: scontrol_record(job) for job in job_ids})
+    return ClusterRun(done.returncode, seconds, output, sbatch_lines, {job: scontrol_record(job) for job in job_ids})
 
 
 def shown_sbatch(line: str) -> str:
@@ -141,12 +148,13 @@ def cluster(tmp_path_factory) -> ClusterRuns:
     gpu_targets = [f"results/{RUN}/environment.json", *timed]
     gpu = run_on_cluster(copy, "--keep-going", "--forcerun", *gpu_targets, "--", *gpu_targets)
     for name, run in (("CPU", cpu), ("GPU", gpu)):
-        print(f"{name} run, sbatch lines:")
+        print(f"{name} run: {run.seconds:.0f} s of Snakemake, sbatch lines:")
         for line in run.sbatch_lines:
             print("  " + shown_sbatch(line))
     return ClusterRuns(copy, cpu, gpu)
 
 
+@needs_slurm
 def test_cpu_stages_complete_through_sbatch_and_rebuild_the_committed_report_and_diff(cluster):
     cpu = cluster.cpu
     assert cpu.returncode == 0, cpu.output[-3000:]
@@ -161,6 +169,7 @@ def test_cpu_stages_complete_through_sbatch_and_rebuild_the_committed_report_and
         assert (copy / path).read_text() == (REPO / path).read_text(), path
 
 
+@needs_slurm
 def test_gpu_jobs_ask_slurm_for_one_gpu_per_allocation_and_one_allocation_per_kernel_shape(cluster):
     gpu = cluster.gpu
     assert gpu.returncode != 0  # no GPU on this node
@@ -177,6 +186,7 @@ def test_gpu_jobs_ask_slurm_for_one_gpu_per_allocation_and_one_allocation_per_ke
     assert comments == ["rule_environment_environment", f"rule_timed-{kernel}-{shape}_timing"]
 
 
+@needs_slurm
 def test_gpu_jobs_fail_on_the_gpu_less_node_with_the_kits_one_sentence(cluster):
     logs = cluster.copy / "results" / RUN / "logs"
     environment = (logs / "environment.log").read_text().strip()
@@ -188,3 +198,41 @@ def test_gpu_jobs_fail_on_the_gpu_less_node_with_the_kits_one_sentence(cluster):
     assert ran, "no timing job of the group wrote its log"
     for text in ran:
         assert NO_GPU_SENTENCE.match(text) and len(text.splitlines()) == 1, text
+
+
+def planned_groups(dry_run: str) -> dict[str | None, list[tuple[str, dict[str, str]]]]:
+    """Group name (None: submitted alone) -> its jobs as (rule, wildcards), from a dry run's listing."""
+    groups: dict[str | None, list[tuple[str, dict[str, str]]]] = {}
+    for block in re.split(r"^\[[^\]\n]+\]", dry_run, flags=re.MULTILINE)[1:]:
+        header = re.match(r" Group job (\S+)", block)
+        name = header.group(1) if header else None
+        for rule, wildcards in re.findall(r"^\s*rule (\w+):\n(?:.*\n)*?\s*wildcards: (.*)$", block, re.MULTILINE):
+            pairs = dict(pair.split("=", 1) for pair in wildcards.split(", "))
+            groups.setdefault(name, []).append((rule, pairs))
+    return groups
+
+
+def test_profile_puts_every_timing_of_a_kernel_shape_in_one_group_and_checks_per_kernel():
+    """The default config's whole run as the SLURM profile would submit it (a dry run, no cluster)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    done = snakemake("--workflow-profile", "workflow/profiles/slurm", "-n", "--config", "run=slurm-dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    groups = planned_groups(done.stdout + done.stderr)
+    expected_groups = {f"timed-{kernel}-{shape}" for kernel, entry in config["kernels"].items() for shape in entry["shapes"]}
+    expected_groups |= {f"checks-{kernel}" for kernel in config["kernels"]} | {"environment"}
+    assert set(groups) - {None} == expected_groups
+    for name, jobs in groups.items():
+        for rule, wildcards in jobs:
+            if rule in ("timing", "span", "profile"):
+                assert name == f"timed-{wildcards['kernel']}-{wildcards['shape']}", (rule, wildcards)
+            elif rule in ("correctness", "negative_control", "sanitize"):
+                assert name == f"checks-{wildcards['kernel']}", (rule, wildcards)
+            elif rule in ("environment", "ceiling"):
+                assert name == "environment", (rule, wildcards)
+            else:
+                assert name is None, (rule, name)
+    repeats = config["timing"]["repeats"]
+    for kernel, entry in config["kernels"].items():
+        for shape in entry["shapes"]:
+            timings = [job for job in groups[f"timed-{kernel}-{shape}"] if job[0] == "timing"]
+            assert len(timings) == len(entry["layouts"]) * repeats, (kernel, shape)
