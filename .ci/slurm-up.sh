@@ -18,8 +18,8 @@ install_packages() {
     command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sbatch >/dev/null \
         && command -v munged >/dev/null && return 0
     command -v apt-get >/dev/null || fail "no apt-get to install slurmctld, slurmd, slurm-client, munge"
-    timeout 300 apt-get update -q >"$STATE/apt.log" 2>&1 || fail "apt-get update failed (see $STATE/apt.log)"
-    DEBIAN_FRONTEND=noninteractive timeout 300 apt-get install -y -q slurmctld slurmd slurm-client munge \
+    timeout 180 apt-get update -q >"$STATE/apt.log" 2>&1 || fail "apt-get update failed (see $STATE/apt.log)"
+    DEBIAN_FRONTEND=noninteractive timeout 180 apt-get install -y -q slurmctld slurmd slurm-client munge \
         >>"$STATE/apt.log" 2>&1 || fail "apt-get install slurmctld slurmd slurm-client munge failed (see $STATE/apt.log)"
 }
 
