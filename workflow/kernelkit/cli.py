@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernelkit import KitError, spec as specs
+from kernelkit import KitError, report, spec as specs
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 from kernelkit.results import read_json, split_skipped, write_json_atomic, write_text_atomic
 
@@ -461,41 +461,6 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_summary(args: argparse.Namespace) -> int:
-    from kernelkit import summary
-
-    timed, _ = split_skipped([read_json(path) for path in args.timing])
-    table = summary.summarize_records(timed)
-    write_text_atomic(args.output, table.to_csv(index=False, float_format="%.6f"))
-    return 0
-
-
-def cmd_figure(args: argparse.Namespace) -> int:
-    from kernelkit import figures
-
-    timed, _ = split_skipped([read_json(path) for path in args.timing])
-    write_text_atomic(args.output, figures.timing_figure(timed, args.kernel))
-    return 0
-
-
-def cmd_clock_figure(args: argparse.Namespace) -> int:
-    from kernelkit import figures
-
-    timed, _ = split_skipped([read_json(path) for path in args.timing])
-    write_text_atomic(args.output, figures.clock_figure(timed))
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from kernelkit import document, report
-
-    title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None)
-    write_text_atomic(args.markdown, document.render_markdown(title, sections))
-    if args.html:
-        write_text_atomic(args.html, document.render_html(title, sections))
-    return 0
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
     from kernelkit import diff, document
 
@@ -577,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_span)
 
     p = sub.add_parser("ceiling", help="measure the copy or GEMM ceiling, or the harness floor (an empty kernel)")
-    p.add_argument("--kind", required=True, help="copy, gemm or floor")
+    p.add_argument("--kind", required=True, help="copy, l2, gemm or floor")
     p.add_argument("--output", required=True)
     for name, default in (("--warmup", 20), ("--launches", 64), ("--samples", 15), ("--copy-bytes", 2**31),
                           ("--gemm-n", 4096)):
@@ -600,28 +565,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(name, required=True)
     p.set_defaults(func=cmd_profile_call)
 
-    p = sub.add_parser("summary", help="one tidy row per timed target")
-    p.add_argument("--output", required=True)
-    p.add_argument("timing", nargs="+")
-    p.set_defaults(func=cmd_summary)
+    report.register(sub)
 
-    p = sub.add_parser("figure", help="the timing figure (SVG) of one kernel")
-    p.add_argument("--kernel", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("timing", nargs="+")
-    p.set_defaults(func=cmd_figure)
-
-    p = sub.add_parser("clock-figure", help="the SVG of every NVML reading taken during the timed samples")
-    p.add_argument("--output", required=True)
-    p.add_argument("timing", nargs="+")
-    p.set_defaults(func=cmd_clock_figure)
-
-    p = sub.add_parser("report", help="the report of one run directory, as Markdown and optionally HTML")
-    p.add_argument("run_dir")
-    p.add_argument("--markdown", required=True)
-    p.add_argument("--html")
-    p.add_argument("--figures", help="folder holding <kernel>.svg figures to include")
-    p.set_defaults(func=cmd_report)
     p = sub.add_parser("diff", help="compare two run directories; exit 2 on unusable input")
     p.add_argument("run_a")
     p.add_argument("run_b")

@@ -53,7 +53,7 @@ wildcard_constraints:
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
     view=r"timing|cold",
-    ceiling=r"copy|gemm|floor",
+    ceiling=r"copy|l2|gemm|floor",
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
@@ -296,7 +296,7 @@ def ceiling_files():
     return expand(
         "results/{run}/ceilings/{ceiling}.json",
         run=RUN,
-        ceiling=["copy", "gemm", "floor"],
+        ceiling=["copy", *(["l2"] if CEILINGS.get("l2", True) else []), "gemm", "floor"],
     )
 
 

@@ -1,0 +1,31 @@
+"""Reasons a result differs, generated from the data the kit holds: byte counts against the L2 the
+environment records, a layout's declared vector width against the shape, issued against compulsory
+bytes. No sentence here is written about a particular run."""
+
+from __future__ import annotations
+
+from kernelkit.report import units
+from kernelkit.report.run import Run
+
+
+def explanations(run: Run, kernel: str) -> list[str]:
+    found = []
+    spec = run.spec(kernel)
+    for shape in run.shapes(kernel):
+        records = [r for r in run.timings if r["kernel"] == kernel and r["shape"] == shape]
+        compulsory, issued = run.byte_counts(records[0])
+        if run.fits_in_l2(compulsory):
+            found.append(f"{kernel} {shape}: its working set ({units.size(compulsory)}) fits in the "
+                         f"{units.size(run.l2_bytes or 0)} L2, so repeated launches find it in cache and its rate "
+                         "says nothing about DRAM.")
+        if issued > compulsory:
+            found.append(f"{kernel} {shape}: the hand-written access pattern issues {units.size(issued)} for "
+                         f"{units.size(compulsory)} of unique data ({issued / compulsory:.1f}x); the fraction of the "
+                         "ceiling counts the unique data.")
+        if spec is not None:
+            width = spec.parse_shape(shape)[-1]
+            for layout, vector in spec.vector_width.items():
+                if width % vector and any(r["layout"] == layout for r in records):
+                    found.append(f"{kernel} {shape} {layout}: the width {width} is not a multiple of {vector}, so "
+                                 f"{layout} takes its scalar path instead of {vector}-wide loads.")
+    return found
