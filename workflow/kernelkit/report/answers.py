@@ -86,15 +86,15 @@ def operation_answers(run: Run) -> list[OperationAnswer]:
 
 def ratio_chart(answer: HypothesisAnswer) -> str:
     """A small SVG: per shape, slower / faster median of each repeat on a log axis, a line at 1.0."""
-    width, height, left, bottom, top = 560, 170, 48, 44, 12
+    width, height, left, bottom, top, right = 600, 160, 48, 46, 24, 60
     values = [r for rs in answer.ratios.values() for r in rs] + [1.0]
     low, high = math.log10(min(values) / 1.15), math.log10(max(values) * 1.15)
     plot_h = height - bottom - top
     y = lambda v: top + plot_h * (high - math.log10(v)) / (high - low)  # noqa: E731
-    step = (width - left - 10) / max(1, len(answer.shapes))
+    step = (width - left - right) / max(1, len(answer.shapes))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            'font-family="sans-serif" font-size="10" role="img">',
-           f'<line x1="{left}" x2="{width - 10}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" stroke="#555" stroke-dasharray="4 3"/>',
+           f'<line x1="{left}" x2="{width - right}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" stroke="#555" stroke-dasharray="4 3"/>',
            f'<text x="{left - 4}" y="{y(1.0) + 3:.1f}" text-anchor="end">1.0</text>']
     for tick in (0.5, 2.0, 4.0, 0.25):
         if low < math.log10(tick) < high:
@@ -104,10 +104,10 @@ def ratio_chart(answer: HypothesisAnswer) -> str:
         for j, ratio in enumerate(answer.ratios[shape]):
             colour = "#2a7" if ratio > 1 else "#c33"
             out.append(f'<circle cx="{x - 4 + 8 * j:.1f}" cy="{y(ratio):.1f}" r="3.5" fill="{colour}"/>')
-        out.append(f'<text transform="translate({x:.1f},{height - bottom + 10}) rotate(30)" font-size="9">'
+        out.append(f'<text transform="translate({x - 6:.1f},{height - bottom + 12}) rotate(25)" font-size="9">'
                    f'{html.escape(shape)}</text>')
     h = answer.hypothesis
-    out.append(f'<text x="{left}" y="{top - 2 + 8}" fill="#333">{html.escape(h["slower"])} time / '
+    out.append(f'<text x="{left}" y="12" fill="#333">{html.escape(h["slower"])} time / '
                f'{html.escape(h["faster"])} time per repeat (above 1: {html.escape(h["faster"])} faster)</text>')
     out.append("</svg>")
     return "".join(out)
