@@ -292,6 +292,16 @@ def profile_files():
     ]
 
 
+def report_kernel_files():
+    """What the report reads from the kernel folders: the specs' byte counts and the published claims."""
+    return [
+        path
+        for kernel in KERNELS
+        for path in (f"kernels/{kernel}/spec.py", f"kernels/{kernel}/claims.yaml")
+        if os.path.exists(path)
+    ]
+
+
 def ceiling_files():
     return expand(
         "results/{run}/ceilings/{ceiling}.json",

@@ -69,6 +69,7 @@ rule report:
         summary="results/{run}/summary.csv",
         figures=expand("reports/{{run}}/figures/{kernel}.svg", kernel=KERNELS),
         clocks="reports/{run}/figures/clocks.svg",
+        kernel_folders=report_kernel_files(),
     output:
         markdown=report(
             "reports/{run}/report.md",

@@ -43,6 +43,8 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     flops = int(records[0]["flops"])
     repeat_medians = [median(r["samples_us"]) for r in records]
     consistent = max(repeat_medians) / min(repeat_medians) - 1 <= DIFF_THRESHOLD
+    cases = [c for r in run.correctness if r["kernel"] == kernel for c in r["cases"] if c["layout"] == layout]
+    correct = bool(cases) and all(c["passed"] for c in cases)
     fits = run.fits_in_l2(compulsory)
     memory = "L2" if fits else "DRAM"
     rates = run.ceiling
@@ -67,7 +69,10 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     above = fraction > 1.0 + ceilings.CEILING_TOLERANCE
     unit = "GFLOP/s" if kind == "gemm" else "GB/s"
     note = ""
-    if above and consistent:
+    if above and not correct:
+        note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) without a passed correctness record "
+                "in this run")
+    elif above and consistent:
         note = (f"ceiling suspect: this correct result reaches {achieved:.0f} {unit}, above the measured "
                 f"{_ceiling_name(kind, rate)}")
     elif above:
@@ -110,8 +115,10 @@ def cross_checks(run: Run) -> list[str]:
                 if run.records(record["kernel"], record["shape"], record["layout"]) else None
             if judged and judged.above:
                 pct = max(x["dram_throughput_pct_of_peak"] for x in launches)
-                found.append(f"{record['kernel']} {record['shape']} {record['layout']}: above its ceiling while "
-                             f"Nsight Compute read {pct:.1f}% of peak DRAM throughput.")
+                found.append(f"{record['kernel']} {record['shape']} {record['layout']} is above its ceiling while "
+                             f"Nsight Compute read {pct:.1f}% of peak DRAM throughput for it"
+                             + (": DRAM was not saturated, so the copy ceiling understates what it delivers."
+                                if pct < 100 else "."))
     return found
 
 
@@ -150,7 +157,7 @@ def section_ceilings(run: Run) -> doc.Section | None:
     blocks += [doc.Paragraph(text) for text in cross_checks(run)]
     suspect = suspect_ceilings(run)
     if suspect:
-        blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configurations): "
+        blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configuration{'s' if len(suspect) > 1 else ''}): "
                                     + "; ".join(suspect) + "."))
     return doc.Section("Ceilings and roofline", blocks)
 

@@ -28,6 +28,7 @@ class TargetRow:
     issued_bytes: int
     flops: int
     judgement: Judgement
+    library: bool           # a library baseline: its own access pattern, so the spec's issued count is not its
 
 
 def target_rows(run: Run, kernel: str) -> list[TargetRow]:
@@ -42,7 +43,7 @@ def target_rows(run: Run, kernel: str) -> list[TargetRow]:
             compulsory, issued = run.byte_counts(records[0])
             rows.append(TargetRow(kernel, shape, layout, run.pooled_median(kernel, shape, layout) or 0.0, noise,
                                   len(records), compulsory, issued, int(records[0]["flops"]),
-                                  judge(run, kernel, shape, layout)))
+                                  judge(run, kernel, shape, layout), layout in run.libraries(kernel)))
     return rows
 
 
@@ -51,7 +52,8 @@ def _render_row(row: TargetRow) -> list[str]:
     rate = (units.arithmetic(row.flops, row.median_us) if j.bound == "arithmetic"
             else units.bandwidth(row.compulsory_bytes, row.median_us))
     bytes_cell = units.size(row.compulsory_bytes) + (f" ({units.size(row.issued_bytes)} issued)"
-                                                     if row.issued_bytes != row.compulsory_bytes else "")
+                                                     if row.issued_bytes != row.compulsory_bytes and not row.library
+                                                     else "")
     return [row.shape, row.layout, units.duration(row.median_us), f"{100 * row.noise:.2f}%", bytes_cell, rate,
             f"{j.fraction:.2f}" if j.fraction is not None else "n/a", j.ceiling or "-",
             "L2-resident" if j.memory == "L2" else "DRAM", j.note]
