@@ -289,3 +289,21 @@ def test_no_correct_result_is_called_not_a_win():
     for run_dir in sorted((REPO / "results").iterdir()):
         text = report.render_markdown(run_dir)
         assert "not a win" not in text, run_dir.name
+
+
+def test_an_l2_resident_target_is_judged_against_the_l2_ceiling_when_one_was_measured(tmp_path):
+    # h200-s5a predates the L2 ceiling: plant one in a copy, built from the run's own copy ceiling
+    # record with its byte count cut to a quarter (a faster rate than DRAM, as an L2 copy would be).
+    copy = tmp_path / "h200-s5a"
+    shutil.copytree(REPO / "results" / "h200-s5a", copy)
+    dram = json.loads((copy / "ceilings" / "copy.json").read_text())
+    (copy / "ceilings" / "l2.json").write_text(json.dumps({**dram, "kind": "l2", "bytes": dram["bytes"] * 4}))
+    run = report.Run(copy)
+    assert run.ceiling["l2_gb_s"] == pytest.approx(4 * run.ceiling["copy_gb_s"])
+    judged = report.judge(run, "layernorm", "4096x1024", "triton")
+    median_us = run.pooled_median("layernorm", "4096x1024", "triton")
+    compulsory = run.records("layernorm", "4096x1024", "triton")[0]["bytes_moved"]
+    assert judged.memory == "L2" and judged.ceiling.startswith("L2 copy")
+    assert judged.fraction == pytest.approx(compulsory / (median_us * 1e-6) / 1e9 / run.ceiling["l2_gb_s"])
+    # A working set beyond the L2 keeps the DRAM copy ceiling.
+    assert report.judge(run, "layernorm", "16384x4097", "triton").ceiling.startswith("DRAM copy")

@@ -111,6 +111,8 @@ th{background:#f2f2f2} figure{margin:1rem 0} figcaption{font-style:italic;font-s
 svg{max-width:100%;height:auto} nav.toc{font-size:0.9rem;margin:0.5rem 0 1rem}
 details{margin:0.6rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details>summary{cursor:pointer}
 section.answers{border:2px solid #446;padding:0 1rem;background:#f8f8fc}
+section.answers figure{display:inline-block;margin:0.2rem 0.8rem 0.2rem 0;vertical-align:top;max-width:30%}
+section.answers figcaption{font-size:0.8rem}
 """
 
 

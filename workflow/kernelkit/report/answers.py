@@ -86,7 +86,7 @@ def operation_answers(run: Run) -> list[OperationAnswer]:
 
 def ratio_chart(answer: HypothesisAnswer) -> str:
     """A small SVG: per shape, slower / faster median of each repeat on a log axis, a line at 1.0."""
-    width, height, left, bottom, top, right = 600, 160, 48, 46, 24, 60
+    width, height, left, bottom, top, right = 390, 140, 36, 50, 22, 30
     values = [r for rs in answer.ratios.values() for r in rs] + [1.0]
     low, high = math.log10(min(values) / 1.15), math.log10(max(values) * 1.15)
     plot_h = height - bottom - top
@@ -104,7 +104,7 @@ def ratio_chart(answer: HypothesisAnswer) -> str:
         for j, ratio in enumerate(answer.ratios[shape]):
             colour = "#2a7" if ratio > 1 else "#c33"
             out.append(f'<circle cx="{x - 4 + 8 * j:.1f}" cy="{y(ratio):.1f}" r="3.5" fill="{colour}"/>')
-        out.append(f'<text transform="translate({x - 6:.1f},{height - bottom + 12}) rotate(25)" font-size="9">'
+        out.append(f'<text transform="translate({x - 6:.1f},{height - bottom + 12}) rotate(40)" font-size="8">'
                    f'{html.escape(shape)}</text>')
     h = answer.hypothesis
     out.append(f'<text x="{left}" y="12" fill="#333">{html.escape(h["slower"])} time / '
@@ -136,29 +136,41 @@ def operation_rows(run: Run) -> list[list[str]]:
     return rows
 
 
-def section_answers(run: Run) -> doc.Section:
-    blocks: list[doc.Block] = []
-    for answer in hypothesis_answers(run):
+def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]]:
+    rows = []
+    for answer in answers:
         h = answer.hypothesis
-        per_repeat = ", ".join(f"rep{v['repeat']} {'holds' if v['holds'] else 'fails'}" for v in answer.verdicts)
-        blocks.append(doc.Paragraph(
-            f"Hypothesis \"{h['statement']}\" ({h['kernel']}: {h['faster']} faster than {h['slower']}): {per_repeat}; "
-            f"holds on {len(answer.holds_everywhere)} of {len(answer.shapes)} shapes in "
-            f"{'both repeats' if len(answer.verdicts) == 2 else f'all {len(answer.verdicts)} repeats'}. Counter-examples: {_counter_examples(answer)}."))
-        blocks.append(doc.Figure(ratio_chart(answer), None, f"{h['kernel']}: {h['slower']} time over {h['faster']} "
-                                                            "time per shape, one point per repeat; line at 1.0"))
-    if not run.config.get("hypotheses"):
+        rows.append([f"\"{h['statement']}\" ({h['kernel']}: {h['faster']} faster than {h['slower']})",
+                     ", ".join(f"rep{v['repeat']} {'holds' if v['holds'] else 'fails'}" for v in answer.verdicts),
+                     f"holds on {len(answer.holds_everywhere)} of {len(answer.shapes)} shapes in "
+                     + ("both repeats" if len(answer.verdicts) == 2 else f"all {len(answer.verdicts)} repeats"),
+                     _counter_examples(answer)])
+    return rows
+
+
+def section_answers(run: Run) -> doc.Section:
+    answers = hypothesis_answers(run)
+    blocks: list[doc.Block] = []
+    if answers:
+        blocks.append(doc.Table(["Hypothesis", "Verdict per repeat", "Shapes", "Counter-examples"],
+                                hypothesis_rows(run, answers)))
+        blocks += [doc.Figure(ratio_chart(a), None, f"{a.hypothesis['kernel']}: {a.hypothesis['slower']} time over "
+                                                     f"{a.hypothesis['faster']} time per shape, one point per repeat; "
+                                                     "line at 1.0") for a in answers]
+    else:
         blocks.append(doc.Paragraph("The config states no hypotheses."))
+    results = claims.all_claims(run)
+    if results:
+        blocks.append(doc.Paragraph("Published claims (numbers side by side in the Published claims section):"))
+        blocks.append(doc.Table(["Kernel", "Claim", "This run", "Differs from the claim"], [
+            [r.kernel, r.statement, claims.verdict_text(r), "; ".join(r.differences) or "same GPU and shape"]
+            for r in results]))
     blocks.append(doc.Paragraph(
         "Per operation and shape (pooled medians of kernel time): the change its claims file declares, before -> "
         "after, and the best hand-written layout against the best library layout (below 1: the hand-written one is "
         "faster) and against each library."))
     blocks.append(doc.Table(["Kernel", "Shape", "Before -> after", "Change", "Best hand-written", "Best library",
                              "Hand-written / library", "Against each library"], operation_rows(run), numeric=(3, 6)))
-    results = claims.all_claims(run)
-    if results:
-        blocks.append(doc.Paragraph("Published claims (details in the Published claims section): " + "; ".join(
-            f"{r.kernel} \"{r.statement}\": {claims.verdict_text(r)}" for r in results) + "."))
     reasons = [text for kernel in run.kernels for text in explain.explanations(run, kernel)]
     if reasons:
         blocks.append(doc.Paragraph("Why some results differ, from the data:"))
