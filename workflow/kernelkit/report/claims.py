@@ -109,12 +109,12 @@ def verdict_text(result: ClaimResult) -> str:
 def claim_rows(results: list[ClaimResult]) -> list[list[str]]:
     rows = []
     for result in results:
-        published = ", ".join(f"{layout} {result.published[layout]:g} us" for layout in result.order
+        published = ", ".join(f"{layout} {result.published[layout]} us" for layout in result.order
                               if layout in result.published)
         measured = "; ".join(
             f"{shape}: " + ", ".join(f"{layout} {units.duration(value)}" for layout, value in values.items())
             for shape, values in result.measured.items())
-        rows.append([result.kernel, result.statement, " < ".join(result.order), published, measured,
+        rows.append([result.kernel, result.statement, ", ".join(result.order), published, measured,
                      verdict_text(result), "; ".join(result.differences) or "same GPU and shape"])
     return rows
 
@@ -125,11 +125,11 @@ def section_claims(run: Run) -> doc.Section | None:
         return None
     sources = sorted({f"{r.source}" for r in results})
     return doc.Section("Published claims", [
-        doc.Paragraph("Claims copied from the write-ups this experiment reproduces (kernels/<op>/claims.yaml, each "
+        doc.Paragraph("Claims copied from the write-ups this experiment reproduces (the claims.yaml of each kernel folder, each "
                       "with its source file and quote). A claim reproduces where this run's pooled medians put the "
                       "layouts in the published order of speed (fastest first). Published numbers come from another "
                       "GPU and method; compare directions, not values. Sources: " + ", ".join(sources) + "."),
-        doc.Table(["Kernel", "Claim", "Published order", "Published", "Measured here (median)", "Verdict",
+        doc.Table(["Kernel", "Claim", "Published order (fastest first)", "Published", "Measured here (median)", "Verdict",
                    "Differs from the claim"], claim_rows(results)),
         doc.Bullets([f"{r.kernel}: \"{r.quote}\" ({r.source})" for r in results]),
-    ], level=3)
+    ])
