@@ -60,7 +60,9 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     plt = _pyplot()
     records = [r for r in records if r["kernel"] == kernel]
     shapes = sorted({r["shape"] for r in records}, key=natural_key)
-    layouts = sorted({r["layout"] for r in records}, key=natural_key)
+    libraries = sorted({r["layout"] for r in records if "library" in r}, key=natural_key)
+    # Hand-written layouts first, then the library baselines, as the report's tables list them.
+    layouts = sorted({r["layout"] for r in records} - set(libraries), key=natural_key) + libraries
     repeats = sorted({r["repeat"] for r in records})
     columns = min(3, len(shapes))
     rows = math.ceil(len(shapes) / columns)

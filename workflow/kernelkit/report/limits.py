@@ -49,8 +49,7 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     memory = "L2" if fits else "DRAM"
     rates = run.ceiling
     if median_us is None or "copy_gb_s" not in rates or "gemm_gflop_s" not in rates:
-        note = (f"DRAM roofline n/a: {units.size(compulsory)} fits in the {units.size(run.l2_bytes or 0)} L2 "
-                "and this run measured no L2 ceiling" if fits else "no ceilings measured in this run")
+        note = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)" if fits else "no ceilings measured in this run"
         return Judgement("unknown", memory, None, None, False, consistent, note)
     seconds = median_us * 1e-6
     intensity = flops / compulsory if compulsory else float("inf")
@@ -60,8 +59,7 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
         kind, achieved = "l2", compulsory / seconds / 1e9
     elif fits:
         return Judgement("memory", memory, None, None, False, consistent,
-                         f"DRAM roofline n/a: {units.size(compulsory)} fits in the {units.size(run.l2_bytes or 0)} L2 "
-                         "and this run measured no L2 ceiling")
+                         "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)")
     else:
         kind, achieved = "copy", compulsory / seconds / 1e9
     rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
