@@ -307,3 +307,16 @@ def test_an_l2_resident_target_is_judged_against_the_l2_ceiling_when_one_was_mea
     assert judged.fraction == pytest.approx(compulsory / (median_us * 1e-6) / 1e9 / run.ceiling["l2_gb_s"])
     # A working set beyond the L2 keeps the DRAM copy ceiling.
     assert report.judge(run, "layernorm", "16384x4097", "triton").ceiling.startswith("DRAM copy")
+
+
+def test_the_copy_ceiling_is_checked_against_the_rated_bandwidth_when_recorded(tmp_path):
+    from kernelkit.report import limits
+
+    run = report.Run(REPO / "results" / "h200-s5a")
+    assert limits.rated_bandwidth_gb_s(run) is None  # recorded before the bus width was
+    assert any("holds no memory bus width" in line for line in limits.cross_checks(run))
+    run.environment["cuda"]["memory_bus_width_bits"] = 6144
+    rated = 2 * run.environment["gpu"]["memory_clock_max_mhz"] * 1e6 * 6144 / 8 / 1e9
+    assert limits.rated_bandwidth_gb_s(run) == pytest.approx(rated)
+    assert (f"The DRAM copy ceiling ({run.ceiling['copy_gb_s']:.0f} GB/s) is "
+            f"{run.ceiling['copy_gb_s'] / rated:.0%} of the rated bandwidth ({rated:.0f} GB/s") in limits.cross_checks(run)[0]
