@@ -320,3 +320,15 @@ def test_the_copy_ceiling_is_checked_against_the_rated_bandwidth_when_recorded(t
     assert limits.rated_bandwidth_gb_s(run) == pytest.approx(rated)
     assert (f"The DRAM copy ceiling ({run.ceiling['copy_gb_s']:.0f} GB/s) is "
             f"{run.ceiling['copy_gb_s'] / rated:.0%} of the rated bandwidth ({rated:.0f} GB/s") in limits.cross_checks(run)[0]
+
+
+def test_a_correctness_case_without_its_verdict_is_named(tmp_path, capsys):
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    target = copy / "correctness/rmsnorm/t32.json"
+    target = target if target.exists() else sorted(copy.glob("correctness/*/*.json"))[0]
+    record = json.loads(target.read_text())
+    del record["cases"][1]["passed"]
+    target.write_text(json.dumps(record))
+    assert main(["report", str(copy), "--markdown", str(tmp_path / "r.md")]) == 2
+    assert capsys.readouterr().err == f"kernelkit report: result file {target} has a case (number 1) without passed\n"

@@ -31,6 +31,13 @@ REQUIRED = {
 }
 
 
+# Keys of every checked case, read by the correctness and controls sections.
+CASE_KEYS = {
+    "correctness": ("layout", "passed", "max_abs_error", "shape", "pattern", "worst_index"),
+    "controls": ("layout", "passed", "symptom", "pattern"),
+}
+
+
 def _finite_samples(values: Any) -> bool:
     return (isinstance(values, list) and bool(values)
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
@@ -47,6 +54,11 @@ def check_record(path: Path, kind: str, record: Any) -> None:
         raise KitError(f"result file {path} lacks the key(s) {', '.join(missing)}")
     if "samples_us" in REQUIRED.get(kind, ()) and not _finite_samples(record["samples_us"]):
         raise KitError(f"result file {path} has samples_us that are not a non-empty list of finite numbers")
+    if kind in CASE_KEYS:
+        for index, case in enumerate(record["cases"] if isinstance(record["cases"], list) else [None]):
+            lacking = [key for key in CASE_KEYS[kind] if not isinstance(case, dict) or key not in case]
+            if lacking:
+                raise KitError(f"result file {path} has a case (number {index}) without {', '.join(lacking)}")
     if kind == "span":
         for layout, entry in record["layouts"].items() if isinstance(record["layouts"], dict) else [(None, None)]:
             samples = entry.get("samples") if isinstance(entry, dict) else None
