@@ -332,3 +332,26 @@ def test_a_correctness_case_without_its_verdict_is_named(tmp_path, capsys):
     target.write_text(json.dumps(record))
     assert main(["report", str(copy), "--markdown", str(tmp_path / "r.md")]) == 2
     assert capsys.readouterr().err == f"kernelkit report: result file {target} has a case (number 1) without passed\n"
+
+
+def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, monkeypatch):
+    import os
+
+    from kernelkit.report import commands
+
+    md, html = tmp_path / "report.md", tmp_path / "report.html"
+    md.write_text("old md")
+    html.write_text("old html")
+    real_fdopen, calls = os.fdopen, []
+
+    def failing_fdopen(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:  # the HTML's temporary file, after the Markdown's was written
+            raise OSError("disk full")
+        return real_fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(commands.os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError):
+        commands.write_pair(md, "new md", html, "new html")
+    assert md.read_text() == "old md" and html.read_text() == "old html"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]

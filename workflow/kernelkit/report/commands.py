@@ -65,7 +65,12 @@ def write_pair(markdown_path: Path, markdown: str, html_path: Path | None, html:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
             pending.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            try:
+                handle = os.fdopen(fd, "w", encoding="utf-8")
+            except BaseException:
+                os.close(fd)
+                raise
+            with handle:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
