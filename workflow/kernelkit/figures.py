@@ -18,7 +18,7 @@ from kernelkit.summary import natural_key
 
 # One colour per layout in every figure: a library keeps its colour across kernels, and the
 # hand-written layouts of a kernel take the other colours in the config's order.
-LIBRARY_COLOURS = {"cupy": "#7f7f7f", "cupy_fused": "#bcbd22", "torch": "#d62728", "triton": "#9467bd"}
+LIBRARY_COLOURS = {"cupy": "#7f7f7f", "torch": "#d62728", "triton": "#9467bd"}
 WRITTEN_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#8c564b", "#e377c2"]
 # A panel whose samples span more than this factor gets a log axis, so no bar flattens the others.
 LOG_SPAN = 10.0
