@@ -145,10 +145,13 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None)
     """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
     from kernelkit import device
 
-    entries = {spec.entry_of(layout) for layout in layouts if not spec.is_baseline(layout)}
-    compiled = {entry: device.compile_kernel(spec, mutation, entry) for entry in sorted(entries)}
+    def build(layout: str) -> tuple[str, tuple[str, ...]]:
+        return spec.entry_of(layout), spec.compile_options_of(layout)
+
+    builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
+    compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
     return [
-        run_case(spec, None if spec.is_baseline(layout) else compiled[spec.entry_of(layout)], layout, shape, pattern)
+        run_case(spec, None if spec.is_baseline(layout) else compiled[build(layout)], layout, shape, pattern)
         for layout in layouts
         for shape in spec.correctness_shapes
         for pattern in spec.patterns
