@@ -41,14 +41,17 @@ def test_each_mutation_applies_once_and_changes_the_source(kernel):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_kernel_and_mutations_compile_for_sm90(tmp_path, kernel):
     spec = specs.load(kernel)
-    for control in [None, *spec.mutations]:
-        source = tmp_path / f"{control}.cu"
+    # Every mutation with the spec's options, and the source with each layout's own options.
+    builds = [(control, spec.compile_options) for control in [None, *spec.mutations]]
+    builds += [(None, options) for options in {spec.compile_options_of(layout) for layout in spec.layouts}]
+    for number, (control, options) in enumerate(builds):
+        source = tmp_path / f"{number}.cu"
         source.write_text(spec.source_text(control))
         done = subprocess.run(
-            [NVCC, "-arch=sm_90", "-cubin", *spec.compile_options, "-o", str(tmp_path / f"{control}.cubin"), str(source)],
+            [NVCC, "-arch=sm_90", "-cubin", *options, "-o", str(tmp_path / f"{number}.cubin"), str(source)],
             capture_output=True, text=True, timeout=120,
         )
-        assert done.returncode == 0, (control, done.stderr)
+        assert done.returncode == 0, (control, options, done.stderr)
 
 
 def case(spec, shape, pattern):
@@ -178,12 +181,76 @@ def matmul32(inputs, layout, control=None):
     return a @ b, None
 
 
-EMULATIONS = {"bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32, "layernorm": layernorm32,
+def rmsnorm_vec_parts(row: int, cols: int, threads: int, vec: int, vector: bool = True):
+    """rmsnorm_vec's split of one row, from its index formulas: {column: (thread, part)} for every
+    column some thread holds, part 'head', 'quad' or 'tail' (x's base is 16-byte aligned)."""
+    address = 4 * row * cols
+    head = min(cols, (16 - address % 16) % 16 // 4) if vector else 0
+    quads = (cols - head) // 4 if vector else 0
+    tail = cols - head - 4 * quads
+    held = {}
+
+    def hold(column, thread, part):
+        assert column not in held, (column, held[column], thread, part)
+        held[column] = (thread, part)
+
+    for tid in range(threads):
+        if tid < head:
+            hold(tid, tid, "head")
+        for k in range(vec):
+            if vector:
+                q = tid + k * threads
+                if q < quads:
+                    for j in range(4):
+                        hold(head + 4 * q + j, tid, "quad")
+            else:
+                for j in range(4):
+                    c = 4 * k * threads + tid + j * threads
+                    if c < tail:
+                        hold(c, tid, "tail")
+        if vector and tid < tail:
+            hold(head + 4 * quads + tid, tid, "tail")
+    return held
+
+
+def test_rmsnorm_vec_holds_every_column_once_on_both_paths():
+    spec = specs.load("rmsnorm")
+    for cols in (1, 3, 4, 5, 31, 33, 127, 128, 4096, 4097, 8193, 16384):
+        threads = spec.launch(spec.layout("vec"), (8, cols)).block[0]
+        for row in range(4):
+            for vector in (True, False):
+                assert sorted(rmsnorm_vec_parts(row, cols, threads, 8, vector)) == list(range(cols)), (cols, row, vector)
+
+
+def rmsnorm32(inputs, layout, control=None):
+    x, w = inputs["x"], inputs["weight"]
+    rows, cols = x.shape
+    kept = np.ones(x.shape, dtype=bool)
+    unwritten = np.zeros(x.shape, dtype=bool)
+    if layout == "vec":
+        spec = specs.load("rmsnorm")
+        threads = spec.launch(spec.layout("vec"), (rows, cols)).block[0]
+        for row in range(rows):
+            for column, (thread, part) in rmsnorm_vec_parts(row, cols, threads, spec.layout("vec")["vec"]).items():
+                if control == "vec_tail" and part == "tail":
+                    kept[row, column] = False
+                    unwritten[row, column] = True
+                kept[row, column] &= not (control == "vec_head" and part == "head")
+                kept[row, column] &= not (control == "vec_warps" and thread >= 32)
+    elif control == "tail":
+        unwritten[:, -1] = True
+    eps = np.float32(0 if layout != "vec" and control == "epsilon" else 1e-5)
+    mean_square = np.where(kept, x * x, 0).sum(axis=1, dtype=np.float32, keepdims=True) / np.float32(cols)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x * w * (np.float32(1) / np.sqrt(mean_square + eps)), unwritten
+
+
+EMULATIONS = {"rmsnorm": rmsnorm32, "bias_gelu": bias_gelu32, "triangle": triangle32, "neighbor": neighbor32, "layernorm": layernorm32,
               "matmul": matmul32}
 
 
 def test_every_kernel_folder_has_an_emulation():
-    assert set(EMULATIONS) == set(KERNELS) - {"rmsnorm"}  # rmsnorm's is in test_kernels.py
+    assert set(EMULATIONS) == set(KERNELS)
 
 
 @pytest.mark.parametrize("kernel", sorted(EMULATIONS))
