@@ -152,7 +152,36 @@ def neighbor32(inputs, layout, control=None):
     return out, None
 
 
+def layernorm_vec32(inputs, control):
+    """layernorm_vec with its row split (the same index formulas as rmsnorm_vec) and its controls."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    rows, cols = x.shape
+    spec = specs.load("layernorm")
+    threads, vec = spec.launch(spec.layout("vec"), (rows, cols)).block[0], spec.layout("vec")["vec"]
+    y = np.empty_like(x)
+    unwritten = np.zeros(x.shape, dtype=bool)
+    n = np.float32(cols)
+    for row in range(rows):
+        parts = rmsnorm_vec_parts(row, cols, threads, vec)
+        kept = np.ones(cols, dtype=bool)
+        for column, (thread, part) in parts.items():
+            if control == "vec_tail" and part == "tail":
+                kept[column] = False
+                unwritten[row, column] = True
+            kept[column] &= not (control == "vec_warps" and thread >= 32)
+        mean = np.where(kept, x[row], 0).sum(dtype=np.float32) / n
+        centred = x[row] - mean
+        squares = np.where(kept, centred * centred, 0).sum(dtype=np.float32)
+        if control == "vec_empty_slots":
+            quads = sum(part == "quad" for _, part in parts.values()) // 4
+            squares += np.float32(4 * (vec * threads - quads)) * mean * mean
+        y[row] = centred * (np.float32(1) / np.sqrt(squares / n + np.float32(1e-5))) * w + (0 if control == "bias" else b)
+    return y, unwritten
+
+
 def layernorm32(inputs, layout, control=None):
+    if layout == "vec":
+        return layernorm_vec32(inputs, control)
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     cols = x.shape[1]
     column = np.arange(cols)

@@ -31,7 +31,7 @@ extern "C" __global__ void rmsnorm(const float* __restrict__ x,
 }
 
 // rmsnorm_vec: one read of x, the row held in registers. blockDim.x threads share a row
-// (a power of two from 32 to 1024, chosen by the launch from the width so that the row fits
+// (whole warps, up to 1024, chosen by the launch from the width so that the row fits
 // in RMSNORM_VEC quads per thread); with blockDim.x == 32 each warp owns a row and a block
 // holds blockDim.y rows, otherwise one row per block. A row is split into a head (the 0-3
 // elements before x's first 16-byte boundary, which rows of odd widths need), 128-bit quads,

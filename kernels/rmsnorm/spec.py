@@ -6,8 +6,8 @@ size differs (x is read twice, the second time from cache).
 
 `vec` (kernel `rmsnorm_vec`) aims at copy speed: x is read once, with 128-bit loads, and the
 row stays in registers (`vec` quads per thread, a compile-time size so the array lives in
-registers) until it is written. The threads per row follow the width: the smallest power of
-two from 32 that holds the row in `vec` quads per thread (a warp per row, `rows_per_block`
+registers) until it is written. The threads per row follow the width: the fewest whole warps
+that hold the row in `vec` quads per thread (a warp per row, `rows_per_block`
 rows per block, for narrow rows; a block per row, with warp shuffles and one shared-memory
 step across warps, for wide ones), so every width keeps few idle threads and a short
 reduction. Odd widths leave rows misaligned, so each row is read as a scalar head up to
@@ -46,16 +46,15 @@ def reference(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
-    """Threads per row of `vec`: its fixed `threads`, else the fewest (a power of two, at least
-    a warp) that hold the row in `vec` quads each."""
+    """Threads per row of `vec`: its fixed `threads`, else the fewest whole warps that hold the
+    row in `vec` quads each (any warp count works: the cross-warp sum loops over warps)."""
     if "threads" in layout:
         threads = int(layout["threads"])
     else:
-        needed = -(-cols // (4 * int(layout["vec"])))
-        threads = max(32, 1 << (needed - 1).bit_length())
-    if threads > 1024 or threads % 32 or threads & (threads - 1) or 4 * int(layout["vec"]) * threads < cols:
+        threads = 32 * max(1, -(-cols // (4 * int(layout["vec"]) * 32)))
+    if threads > 1024 or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
         raise KitError(f"rmsnorm layout vec={layout['vec']} cannot hold a row of {cols} columns in {threads} threads "
-                       "(a power of two from 32 to 1024 holding 4 * vec floats each); raise vec")
+                       "(whole warps, at most 1024, holding 4 * vec floats each); raise vec")
     return threads
 
 
