@@ -142,7 +142,27 @@ def triangle32(inputs, layout, control=None):
     return out, None
 
 
+def neighbor_warp_vec32(inputs, control):
+    """neighbor_warp_vec's edge walk: batches of 32 edges, groups of four summed pairwise, then singles."""
+    x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
+    out = np.zeros_like(x)
+    for node in range(len(indptr) - 1):
+        begin, end = int(indptr[node]), int(indptr[node + 1])
+        for e0 in range(begin, end, 32):
+            count = min(32, end - e0) - (1 if control == "warp_batch_end" else 0)
+            j = 0
+            while j + 4 <= count:
+                a, b, c, d = (x[indices[e0 + j + i]] for i in range(4))
+                out[node] += (a + b) + (c if control == "warp_unrolled" else c + d)
+                j += 4
+            for j in range(j, count):
+                out[node] += x[indices[e0 + j]]
+    return out, None
+
+
 def neighbor32(inputs, layout, control=None):
+    if layout == "warp_vec":
+        return neighbor_warp_vec32(inputs, control)
     x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
     out = x.copy() if control == "self" else np.zeros_like(x)
     for node in range(len(indptr) - 1):
