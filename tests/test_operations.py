@@ -130,8 +130,31 @@ def bias_gelu_vec4_32(inputs, control):
     return gelu_sigmoid32(flat + bias[bias_index]).reshape(x.shape), unwritten
 
 
+def test_triangle_batched_thread_tiles_and_staging_cover_the_block_tile_once():
+    """triangle_batched's index formulas: 256 threads x (4 i x 4 j x 4 channels) cover the
+    32 x 32 x 16 output tile once, and 1024 staged quads per operand cover 32 rows x 8 k x 4 quads once."""
+    outputs, staged = set(), set()
+    for tid in range(256):
+        lane, warp = tid & 31, tid >> 5
+        cq, ig, jg = lane & 3, ((warp & 3) << 1) | ((lane >> 2) & 1), ((warp >> 2) << 2) | (lane >> 3)
+        outputs |= {(ig + 8 * r, jg + 8 * s, cq * 4 + c) for r in range(4) for s in range(4) for c in range(4)}
+        for l in range(4):
+            f = tid + 256 * l
+            staged.add((f >> 5, (f >> 2) & 7, f & 3))
+    assert len(outputs) == 256 * 64 and outputs == {(i, j, c) for i in range(32) for j in range(32) for c in range(16)}
+    assert staged == {(row, k, q) for row in range(32) for k in range(8) for q in range(4)}
+
+
 def triangle32(inputs, layout, control=None):
     a, b = inputs["a"], inputs["b"]
+    if layout == "batched":
+        if control == "batched_k_tail":
+            kept = a.shape[1] // 8 * 8
+            a, b = a[:, :kept], b[:, :kept]
+        if control == "batched_channel":
+            b = b.copy()
+            b[:, :, 1::4] = b[:, :, 0::4][:, :, : b[:, :, 1::4].shape[2]]
+        control = None
     if control == "last_k":
         a, b = a[:, :-1], b[:, :-1]
     if control == "transpose":
