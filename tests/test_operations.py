@@ -241,9 +241,63 @@ def layernorm32(inputs, layout, control=None):
     return centred * rstd * w + (0 if control == "bias" else b), None
 
 
+TILED_POINTS = [
+    {},  # the spec's default point
+    {"bm": 64, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "tm": 4, "tn": 8, "wniter": 2, "stages": 2},
+    {"bm": 128, "bn": 64, "bk": 16, "wm": 64, "wn": 32, "tm": 8, "tn": 4, "wniter": 1, "stages": 2},
+    {"bm": 64, "bn": 64, "bk": 8, "wm": 32, "wn": 32, "tm": 4, "tn": 4, "wniter": 1, "stages": 4},
+]
+
+
+@pytest.mark.parametrize("point", TILED_POINTS)
+def test_matmul_tiled_threads_cover_the_block_tile_and_the_staged_tiles_once(point):
+    """matmul_tiled's index formulas at several parameter points: every output of the bm x bn
+    tile belongs to one thread, and the copies fill every element of the A and B tiles once."""
+    spec = specs.load("matmul")
+    layout = {**spec.layout("tiled"), **point}
+    threads = spec.launch(layout, (256, 256, 256)).block[0]
+    bm, bn, bk, wm, wn, tm, tn, wniter = (int(layout[k]) for k in ("bm", "bn", "bk", "wm", "wn", "tm", "tn", "wniter"))
+    wmiter = wm * wn // (32 * tm * tn * wniter)
+    wsubm, wsubn = wm // wmiter, wn // wniter
+    outputs, a_tile, b_tile = [], [], []
+    for tid in range(threads):
+        lane, warp = tid & 31, tid >> 5
+        warp_n, warp_m = warp % (bn // wn), warp // (bn // wn)
+        lane_n, lane_m = lane % (wsubn // tn), lane // (wsubn // tn)
+        outputs += [(warp_m * wm + im * wsubm + lane_m * tm + i, warp_n * wn + jn * wsubn + lane_n * tn + j)
+                    for im in range(wmiter) for i in range(tm) for jn in range(wniter) for j in range(tn)]
+        a_tile += [((tid + l * threads) // bk, (tid + l * threads) % bk) for l in range(bm * bk // threads)]
+        b_tile += [((tid + l * threads) // (bn // 4), (tid + l * threads) % (bn // 4) * 4)
+                   for l in range(bk * bn // 4 // threads)]
+    assert sorted(outputs) == [(m, n) for m in range(bm) for n in range(bn)]
+    assert sorted(a_tile) == [(m, k) for m in range(bm) for k in range(bk)]
+    assert sorted(b_tile) == [(k, n) for k in range(bk) for n in range(0, bn, 4)]
+
+
+def test_matmul_tiled_refuses_an_invalid_point_in_one_sentence():
+    from kernelkit import KitError
+
+    spec = specs.load("matmul")
+    with pytest.raises(KitError, match="not a valid point: .*multiples of 4"):
+        spec.launch({**spec.layout("tiled"), "tm": 6}, (64, 64, 64))
+
+
 def matmul32(inputs, layout, control=None):
     a, b = inputs["a"], inputs["b"]
     k = a.shape[1]
+    if layout == "tiled":
+        bk = specs.load("matmul").layout("tiled")["bk"]
+        if control == "tiled_k_tail":
+            full = k // bk * bk
+            return a[:, :full] @ b[:full], None
+        if control == "tiled_overwrite":  # only the last step of the last tile remains
+            last = (k - 1) // bk * bk + bk - 1
+            return (np.outer(a[:, last], b[last]) if last < k else np.zeros((a.shape[0], b.shape[1]))), None
+        if control == "tiled_last_row":
+            unwritten = np.zeros((a.shape[0], b.shape[1]), dtype=bool)
+            unwritten[-1] = True
+            return a @ b, unwritten
+        return a @ b, None
     if control == "k_tail" and layout == "tile16":
         full = k // 16 * 16
         return a[:, :full] @ b[:full], None

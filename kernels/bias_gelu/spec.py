@@ -2,6 +2,20 @@
 
 The reference uses the same tanh form in float64, so the comparison measures rounding, not
 the difference between the tanh and erf definitions of GELU.
+
+Layouts: `elementwise` (the seed's: a thread per element, grid-stride, tanhf, a 64-bit modulo
+for the bias index) and `vec4` (kernel `bias_gelu_vec4`), which aims at copy speed: 128-bit
+loads and stores of x and y with streaming cache hints, a 2-D grid in which a thread owns one
+column quad and keeps its bias quad in registers while it walks rows (no modulo, four rows'
+loads in flight before any arithmetic), and the exact identity 0.5 z (1 + tanh u) =
+z / (1 + exp(-2u)) computed with the fast exponential and division (a few instructions
+instead of tanhf, and no cancellation for z << 0). When the width is not a multiple of 4 the
+bias row does not line up with quads, so the flat array is read in quads with a wrapping bias
+index, and the last total % 4 elements (or everything, if x or y is misaligned) take a scalar
+loop. Controls aimed at `vec4`: the scalar tail's last element, the row left after the
+four-rows loop, the bias quad fixed to the first, the bias index not wrapping at a row end.
+Baselines: `cupy` (unfused array operations, one kernel per operator), `cupy_fused` (the same
+expression under cupy.fuse: one kernel), `torch`, `triton`.
 """
 
 from __future__ import annotations
