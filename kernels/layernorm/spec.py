@@ -121,7 +121,7 @@ def cupy_fused_call(buffers: Mapping[str, Any], shape: Shape):
 
     def call():
         mean = x.mean(axis=1, keepdims=True)
-        squares = centred_squares(x, mean, axis=1, keepdims=True)
+        squares = centred_squares(x, xp.broadcast_to(mean, x.shape), axis=1, keepdims=True)
         return normalise(x, mean, squares, weight, bias, cols, np.float32(EPS))
 
     return call
