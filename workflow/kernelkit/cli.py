@@ -72,7 +72,8 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     from kernelkit import correctness
 
     spec = specs.load(args.kernel)
-    layouts = args.layout or list(spec.all_layouts)
+    # A negative control mutates the CUDA source, so by default it runs the hand-written layouts.
+    layouts = args.layout or list(spec.layouts if args.negative_control else spec.all_layouts)
     for layout in layouts:
         spec.layout(layout)
     if args.negative_control:
@@ -534,7 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("correctness", help="run the correctness suite; exits non-zero when a case fails")
     p.add_argument("--kernel", required=True)
-    p.add_argument("--layout", action="append", help="repeatable; default: every layout of the kernel")
+    p.add_argument("--layout", action="append",
+                   help="repeatable; default: every layout of the kernel (with --negative-control, every hand-written one)")
     p.add_argument("--negative-control", help="run a mutated build instead; it must fail, so this exits non-zero")
     p.add_argument("--output")
     p.set_defaults(func=cmd_correctness)
