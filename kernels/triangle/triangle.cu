@@ -33,6 +33,9 @@ extern "C" __global__ void triangle(const float* __restrict__ a,
 #define TRI_CB 16
 #define TRI_BK 8
 #define TRI_THREADS 256
+#ifndef TRI_MIN_BLOCKS
+#define TRI_MIN_BLOCKS 1  // blocks per multiprocessor asked of the register allocator (2: 128 registers, small spills)
+#endif
 #define TRI_LOADS (TRI_BK * TRI_TI * TRI_CB / 4 / TRI_THREADS)  // quads per thread per operand per step
 
 __device__ __forceinline__ void fma4(float4& acc, float4 a, float4 b) {
@@ -52,7 +55,7 @@ __device__ __forceinline__ float4 load_quad_nnc(const float* __restrict__ t, int
                        c + 3 < channels ? p[3] : 0.0f);
 }
 
-extern "C" __global__ void __launch_bounds__(TRI_THREADS) triangle_batched(const float* __restrict__ a,
+extern "C" __global__ void __launch_bounds__(TRI_THREADS, TRI_MIN_BLOCKS) triangle_batched(const float* __restrict__ a,
                                                                            const float* __restrict__ b,
                                                                            float* __restrict__ out,
                                                                            int n, int channels) {
