@@ -109,6 +109,11 @@ extern "C" __global__ void layernorm_warp(const float* __restrict__ x, const flo
 #ifndef LAYERNORM_VEC
 #define LAYERNORM_VEC 8
 #endif
+// The most threads per row the launch may choose: __launch_bounds__ then caps the registers
+// at 65536 / LAYERNORM_MAX_THREADS per thread, so that every launch the spec allows can start.
+#ifndef LAYERNORM_MAX_THREADS
+#define LAYERNORM_MAX_THREADS 512
+#endif
 
 __device__ __forceinline__ float row_total(float v, float* warp_partial) {
     for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -127,7 +132,7 @@ __device__ __forceinline__ float centred_square(float v, float mean) {
     return d * d;
 }
 
-extern "C" __global__ void layernorm_vec(const float* __restrict__ x, const float* __restrict__ weight,
+extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS) layernorm_vec(const float* __restrict__ x, const float* __restrict__ weight,
                                          const float* __restrict__ bias, float* __restrict__ y,
                                          int rows, int cols, float eps) {
     __shared__ float warp_partial[32];

@@ -59,14 +59,16 @@ def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
         threads = int(layout["threads"])
     else:
         threads = 32 * max(1, -(-cols // (4 * int(layout["vec"]) * 32)))
-    if threads > 1024 or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
+    if threads > int(layout["max_threads"]) or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
         raise KitError(f"layernorm layout vec={layout['vec']} cannot hold a row of {cols} columns in {threads} threads "
-                       "(whole warps, at most 1024, holding 4 * vec floats each); raise vec")
+                       f"(whole warps, at most max_threads={layout['max_threads']}, holding 4 * vec floats each); raise vec")
     return threads
 
 
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
-    return (f"-DLAYERNORM_VEC={int(layout['vec'])}",) if "vec" in layout else ()
+    if "vec" not in layout:
+        return ()
+    return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}")
 
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
@@ -148,7 +150,7 @@ SPEC = KernelSpec(
     layouts={
         "block": {"entry": "layernorm_block", "threads": 256},
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
-        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4},
+        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
     },
     # 9 rows: the warp layout's second block holds one row and seven idle warps.
     correctness_shapes=tuple((9, cols) for cols in (1, 31, 33, 127, 1024, 4096)),

@@ -41,6 +41,11 @@ extern "C" __global__ void rmsnorm(const float* __restrict__ x,
 #ifndef RMSNORM_VEC
 #define RMSNORM_VEC 8
 #endif
+// The most threads per row the launch may choose: __launch_bounds__ then caps the registers
+// at 65536 / RMSNORM_MAX_THREADS per thread, so that every launch the spec allows can start.
+#ifndef RMSNORM_MAX_THREADS
+#define RMSNORM_MAX_THREADS 512
+#endif
 
 __device__ __forceinline__ float row_sum(float v, float* warp_partial) {
     for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -54,7 +59,7 @@ __device__ __forceinline__ float row_sum(float v, float* warp_partial) {
     return total;
 }
 
-extern "C" __global__ void rmsnorm_vec(const float* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(RMSNORM_MAX_THREADS) rmsnorm_vec(const float* __restrict__ x,
                                        const float* __restrict__ weight,
                                        float* __restrict__ y,
                                        int rows, int cols, float eps) {

@@ -52,9 +52,9 @@ def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
         threads = int(layout["threads"])
     else:
         threads = 32 * max(1, -(-cols // (4 * int(layout["vec"]) * 32)))
-    if threads > 1024 or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
+    if threads > int(layout["max_threads"]) or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
         raise KitError(f"rmsnorm layout vec={layout['vec']} cannot hold a row of {cols} columns in {threads} threads "
-                       "(whole warps, at most 1024, holding 4 * vec floats each); raise vec")
+                       f"(whole warps, at most max_threads={layout['max_threads']}, holding 4 * vec floats each); raise vec")
     return threads
 
 
@@ -69,7 +69,9 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
 
 
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
-    return (f"-DRMSNORM_VEC={int(layout['vec'])}",) if "vec" in layout else ()
+    if "vec" not in layout:
+        return ()
+    return (f"-DRMSNORM_VEC={int(layout['vec'])}", f"-DRMSNORM_MAX_THREADS={int(layout['max_threads'])}")
 
 
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
@@ -111,7 +113,7 @@ SPEC = KernelSpec(
     layouts={
         "t32": {"threads": 32},
         "t256": {"threads": 256},
-        "vec": {"entry": "rmsnorm_vec", "vec": 8, "rows_per_block": 4},
+        "vec": {"entry": "rmsnorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
     },
     correctness_shapes=tuple((8, cols) for cols in (1, 31, 33, 127, 4096, 8193)),
     tolerance=Tolerance(abs=1e-5, rel=1e-4),
