@@ -165,6 +165,12 @@ def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None
         "kernel": spec.name,
         "source_sha256": spec.source_sha256(mutation),
         "compile_options": list(spec.compile_options),
+        # Layouts whose parameters add options (tile sizes as -D...) were built with these.
+        "layout_compile_options": {
+            layout: list(spec.compile_options_of(layout))
+            for layout in dict.fromkeys(case.layout for case in cases)
+            if not spec.is_baseline(layout) and spec.compile_options_of(layout) != tuple(spec.compile_options)
+        },
         "tolerance": asdict(spec.tolerance),
         "cases": [asdict(case) for case in cases],
         "case_count": len(cases),
