@@ -47,7 +47,7 @@ def padded_output(y, unwritten=None):
     output elements still holding the sentinel, as a kernel that skipped them would."""
     import numpy as np
 
-    from kernelkit.correctness import GUARD_ELEMENTS, SENTINEL_BITS
+    from kernelkit.checks import GUARD_ELEMENTS, SENTINEL_BITS
 
     bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
     body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()
@@ -61,3 +61,28 @@ def job_counts(output: str) -> dict[str, int]:
     """The 'Job stats' table of a Snakemake dry run, as {rule: count}."""
     table = output.split("Job stats:")[1].split("\n\n")[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE)}
+
+
+def default_config() -> dict:
+    """config/config.yaml validated, every schema default filled in."""
+    from kernelkit import config
+
+    return config.load(REPO / "config" / "config.yaml")
+
+
+def sampler_settings(**changes):
+    """The default config's sampler settings, with `changes`."""
+    import dataclasses
+
+    from kernelkit.sampler import SamplerSettings
+
+    return dataclasses.replace(SamplerSettings.from_config(default_config()["sampler"]), **changes)
+
+
+def graph_method(**changes):
+    """The default config's timing method, with `changes`."""
+    import dataclasses
+
+    from kernelkit.timing import GraphReplayMethod
+
+    return dataclasses.replace(GraphReplayMethod.from_timing(default_config()["timing"]), **changes)

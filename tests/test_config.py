@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
 
 import pytest
 import yaml
@@ -38,14 +40,31 @@ CASES = [
                                                              "kernels": ["nope"]}), ["'span.kernels'", "nope"]),
     ("kernel named clocks", lambda c: c["kernels"].update(clocks={"layouts": ["t32"], "shapes": ["8x8"]}),
      ["'kernels.clocks'", "reserved"]),
-    ("wrong type", lambda c: c["timing"].update(samples="many"), ["'timing.samples'", "integer >= 1", "'many'"]),
-    ("zero samples", lambda c: c["timing"].update(samples=0), ["'timing.samples'", "integer >= 1"]),
+    ("wrong type", lambda c: c["timing"].update(samples="many"), ["'timing.samples'", "integer from 1 to 100000", "'many'"]),
+    ("zero samples", lambda c: c["timing"].update(samples=0), ["'timing.samples'", "integer from 1 to 100000"]),
+    ("a billion samples", lambda c: c["timing"].update(samples=10**9), ["'timing.samples'", "1 to 100000", "1000000000"]),
+    ("samples as a float", lambda c: c["timing"].update(samples=15.0),
+     ["'timing.samples'", "not 15.0", "without a decimal point"]),
+    ("repeats as a float", lambda c: c["timing"].update(repeats=2.0), ["'timing.repeats'", "not 2.0"]),
+    ("run name of 300 characters", lambda c: c.update(run="a" * 300), ["'run'", "at most 100"]),
+    ("run name ending in a newline", lambda c: c.update(run="local\n"), ["'run'", "'local\\n'", "newline"]),
+    ("shape ending in a newline", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("512x128\n"),
+     ["'kernels.rmsnorm.shapes.9'", "newline"]),
+    ("kernel name ending in a newline", lambda c: c["kernels"].update({"rmsnorm\n": c["kernels"]["rmsnorm"]}),
+     ["'kernels.rmsnorm\\n'", "newline"]),
+    ("shape beyond 32-bit sizes", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("99999999999x99999999999"),
+     ["'kernels.rmsnorm.shapes.9'", "above 2147483647"]),
+    ("shape with a 4 TiB output", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("1048576x1048576"),
+     ["'kernels.rmsnorm.shapes.9'", "4,096.0 GiB", "1,024.0 GiB"]),
+    ("shape read as a number", lambda c: c["kernels"]["rmsnorm"]["shapes"].append(296),
+     ["'kernels.rmsnorm.shapes.9' is the number 296", "(0x128 as the hex number 296)", "'512x128'"]),
     ("shape with 'by'", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("512by128"),
      ["'kernels.rmsnorm.shapes.9'", "joined by 'x'", "512by128"]),
     ("zero rows", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("0x128"), ["kernels.rmsnorm.shapes", "0x128"]),
     ("negative rows", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("-4x8"), ["kernels.rmsnorm.shapes", "-4x8"]),
     ("three dims for a 2-D kernel", lambda c: c["kernels"]["rmsnorm"]["shapes"].append("4x8x2"),
      ["kernels.rmsnorm.shapes", "needs 2", "ROWSxCOLS"]),
+    ("span rounds beyond bound", lambda c: c["span"].update(rounds=10**6), ["'span.rounds'", "1 to 1000"]),
     ("unknown kernel", lambda c: c["kernels"].update(softmax={"layouts": ["t32"], "shapes": ["4x4"]}),
      ["'kernels.softmax'", "allowed: " + ", ".join(specs.available())]),
     ("unknown layout", lambda c: c["kernels"]["rmsnorm"]["layouts"].append("t64"),
@@ -102,3 +121,64 @@ def test_every_whole_config_file_is_valid(path):
             base[key] = {**base.get(key, {}), **value} if isinstance(value, dict) else value
         loaded = base
     kit_config.validate(loaded)
+
+
+YAML_CASES = [
+    ("duplicate top-level key", lambda text: text + "\nrun: other\n",
+     "the key 'run' appears twice in one mapping, at lines 2 and "),
+    ("duplicate nested key", lambda text: text.replace("  repeats: 2\n", "  repeats: 2\n  repeats: 3\n", 1),
+     "the key 'repeats' appears twice in one mapping"),
+    ("hex shape", lambda text: text.replace("- 512x128", "- 0x128", 1),
+     "config key 'kernels.rmsnorm.shapes.0': shape 0x128 was read by YAML as the number 296; "
+     "write shapes as quoted strings like '512x128'"),
+    ("unclosed bracket", lambda text: text.replace("timing:", "timing: [", 1), "is not valid YAML: expected ',' or ']'"),
+    ("tab indentation", lambda text: text.replace("  samples: 15", "\tsamples: 15", 1), "is not valid YAML: "),
+]
+
+
+@pytest.mark.parametrize("name, edit, expected", YAML_CASES, ids=[case[0] for case in YAML_CASES])
+def test_bad_yaml_gets_one_sentence_with_its_line(tmp_path, name, edit, expected):
+    path = tmp_path / "bad.yaml"
+    path.write_text(edit((REPO / "config" / "config.yaml").read_text()))
+    with pytest.raises(KitError) as raised:
+        kit_config.load(path)
+    message = str(raised.value)
+    assert "\n" not in message and expected in message, message
+    if "YAML" in expected and "number" not in expected:
+        assert re.search(r"at line \d+, column \d+$", message), message
+
+
+def test_a_duplicate_key_names_both_lines(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("run: a\nkernels: {}\nrun: b\n")
+    with pytest.raises(KitError, match="the key 'run' appears twice in one mapping, at lines 1 and 3;"):
+        kit_config.load(path)
+
+
+@pytest.mark.parametrize("where, expected", [("nosuch.yaml", "does not exist"), (".", "is a directory, not a YAML file")])
+def test_a_config_path_that_is_no_file(tmp_path, where, expected):
+    with pytest.raises(KitError, match=expected):
+        kit_config.load(tmp_path / where)
+
+
+def test_check_fits_compares_the_output_with_the_recorded_device_memory():
+    env = json.loads((REPO / "results" / "h200-s5a" / "environment.json").read_text())
+    device = env["gpu"]["memory_total_bytes"]
+    spec = specs.load("rmsnorm")
+    kit_config.check_fits(spec, (16384, 8193), device)  # a timed shape of that run: fits
+    rows = device // (4 * 8192) + 1  # one row more than the float32 output can hold
+    with pytest.raises(KitError) as raised:
+        kit_config.check_fits(spec, (rows, 8192), device)
+    assert f"needs at least {4 * rows * 8192 / 2**30:,.1f} GiB for its float32 output" in str(raised.value)
+    assert f"the device's {device / 2**30:,.1f} GiB of memory" in str(raised.value)
+    with pytest.raises(KitError, match="in 4 copies"):
+        kit_config.check_fits(spec, (rows // 3, 8192), device, copies=4)
+
+
+def test_every_committed_config_file_still_validates():
+    for path in sorted((REPO / "config").glob("*.yaml")):
+        config = kit_config.read_yaml(path)
+        if {"run", "kernels", "timing"} <= set(config):
+            kit_config.validate(config)
+    for path in sorted((REPO / "results").glob("*/config.json")):
+        kit_config.validate(json.loads(path.read_text()))

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 from conftest import REPO, job_counts, snakemake
 
-from kernelkit import diff
+from kernelkit import diff, document
 from kernelkit.cli import main
+from kernelkit.diff_document import build
 
 RUN_A = REPO / "results" / "h200-a"
 RUN_B = REPO / "results" / "h200-b"
+PLANTED = REPO / "results" / "h200-planted"
 
 
 def copy_run(tmp_path, source=RUN_B, name="b"):
@@ -91,7 +94,8 @@ def test_diff_documents_say_which_statistics_were_used(tmp_path):
     text = md.read_text()
     assert "percentile bootstrap that resamples processes (repeats) and then samples" in text
     assert "Bonferroni" in text
-    assert text.count("| rmsnorm |") == 18
+    timings = text.split("## Timings")[1].split("## ")[0]
+    assert timings.count("| rmsnorm |") == 18
     assert html.read_text().startswith("<!DOCTYPE html>")
 
 
@@ -99,3 +103,131 @@ def test_snakemake_diff_target_needs_only_the_two_runs():
     done = snakemake("reports/diff/h200-b__vs__h200-a/diff.md", "-n", "--cores", "1")
     assert done.returncode == 0, done.stderr
     assert job_counts(done.stdout) == {"diff": 1, "total": 1}
+
+
+def pooled_median(run, kernel, shape, layout):
+    samples = [s for p in sorted(run.glob(f"timing/{kernel}/{shape}/{layout}/rep*.json"))
+               for s in json.loads(p.read_text())["samples_us"]]
+    return float(np.median(samples))
+
+
+def test_rows_run_from_the_largest_change_with_a_signed_percent_and_geometric_means():
+    result = diff.compare(diff.load_run(RUN_A), diff.load_run(PLANTED))
+    rows = result.by_change()
+    sizes = [abs(np.log(c.interval.ratio)) for c in rows]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
+    # Recomputed from the raw samples, not from the diff's own numbers.
+    ratios = {(c.shape, c.layout): pooled_median(PLANTED, "rmsnorm", c.shape, c.layout)
+              / pooled_median(RUN_A, "rmsnorm", c.shape, c.layout) for c in rows}
+    for c in rows:
+        assert c.change == pytest.approx(ratios[(c.shape, c.layout)] - 1)
+    geomean = float(np.exp(np.mean(np.log(list(ratios.values())))))
+    assert result.geometric_means() == {"": pytest.approx(geomean), "rmsnorm": pytest.approx(geomean)}
+    title, sections = build(result)
+    text = document.render_markdown(title, sections)
+    table_rows = [line for line in text.split("## Timings")[1].splitlines() if line.startswith("| rmsnorm |")]
+    assert table_rows[0].split(" | ")[5] == f"{rows[0].change:+.2%}"
+    assert f"| rmsnorm | 18 | {geomean:.4f} | {geomean - 1:+.1%} |" in text
+
+
+def test_a_measured_change_inside_the_threshold_is_named_not_plain_same():
+    # The planted slowdown on rmsnorm 16384x128 t32 measured about +1.7%, its interval above 1 and below 1.02.
+    result = diff.compare(diff.load_run(RUN_A), diff.load_run(PLANTED))
+    row = next(c for c in result.comparisons if (c.shape, c.layout) == ("16384x128", "t32"))
+    assert row.verdict == "SAME" and 1 < row.interval.low and row.interval.high < 1.02
+    assert row.label == f"SAME ({row.change:+.1%}, below the 2% threshold)"
+    assert [c for c in result.comparisons if c.below_threshold] == [row]
+    text = document.render_html(*build(result))
+    assert f'<span class="verdict-measured">SAME ({row.change:+.1%}, below the 2% threshold)</span>' in text
+    assert text.count('<span class="verdict-slower">SLOWER</span>') == result.count("SLOWER") == 17
+
+
+def test_a_different_gpu_is_a_banner_above_the_verdicts_and_absent_on_one_gpu():
+    planted = document.render_markdown(*build(diff.compare(diff.load_run(RUN_A), diff.load_run(PLANTED))))
+    uuid_a, uuid_b = (json.loads((run / "environment.json").read_text())["gpu"]["uuid"] for run in (RUN_A, PLANTED))
+    assert uuid_a != uuid_b
+    banner = f"> Different GPUs: A ran on {uuid_a} and B on {uuid_b}."
+    summary, timings = planted.split("## Summary")[1].split("## Timings")
+    assert summary.lstrip().startswith(banner) and timings.lstrip().startswith(banner)
+    same_gpu = document.render_markdown(*build(diff.compare(diff.load_run(RUN_A), diff.load_run(RUN_B))))
+    assert "Different GPUs" not in same_gpu
+
+
+def test_summary_names_every_row_that_is_not_same():
+    result = diff.compare(diff.load_run(RUN_A), diff.load_run(RUN_B))
+    text = document.render_markdown(*build(result))
+    odd = [c for c in result.comparisons if c.verdict != "SAME"]
+    assert odd, "h200-a vs h200-b has an AMBIGUOUS row"
+    line = next(line for line in text.splitlines() if line.startswith("Not SAME: "))
+    for c in odd:
+        assert f"{c.kernel} {c.shape} {c.layout} {c.label}" in line
+
+
+@pytest.mark.parametrize("mark", ["record", "sample_tag"])
+def test_a_row_whose_process_saw_foreign_work_says_so(tmp_path, mark):
+    b = copy_run(tmp_path)
+    def foreign(record):
+        if mark == "record":
+            record["foreign_work"] = {"processes": [{"pid": 4242, "utilisation": 95}]}
+        else:
+            record["sample_tags"] = [{"foreign": i == 3} for i in range(len(record["samples_us"]))]
+    edit_json(b / "timing/rmsnorm/512x128/t32/rep2.json", foreign)
+    result = diff.compare(diff.load_run(RUN_A), diff.load_run(b))
+    flagged = [c for c in result.comparisons if c.foreign_work]
+    assert [(c.shape, c.layout, c.foreign_work) for c in flagged] == [("512x128", "t32", ["B rep2"])]
+    assert "B rep2 saw foreign GPU work" in flagged[0].label
+    assert "Foreign GPU work was seen while timing rmsnorm 512x128 t32 (B rep2)" in document.render_markdown(
+        *build(result))
+
+
+def test_a_row_timed_on_different_cards_says_so(tmp_path):
+    a, b = copy_run(tmp_path, RUN_A, "a"), copy_run(tmp_path)
+    for run, uuid in ((a, "GPU-aaaa"), (b, "GPU-bbbb")):
+        for path in run.glob("timing/rmsnorm/512x128/t256/rep*.json"):
+            edit_json(path, lambda r: r.update(gpu_uuid=uuid))
+    result = diff.compare(diff.load_run(a), diff.load_run(b))
+    mixed = [c for c in result.comparisons if c.cards]
+    assert [(c.shape, c.layout, c.cards) for c in mixed] == [("512x128", "t256", (["GPU-aaaa"], ["GPU-bbbb"]))]
+    assert mixed[0].label.endswith("compares different cards")
+    assert "1 of 18 configurations were timed on different cards" in document.render_markdown(*build(result))
+
+
+def test_exit_codes_slower_bad_arguments_no_common_configuration_and_internal_error(tmp_path, capsys, monkeypatch):
+    b = copy_run(tmp_path)
+    for path in b.glob("timing/*/*/*/rep*.json"):
+        edit_json(path, lambda r: r.update(layout=r["layout"] + "x"))
+        path.parent.with_name(path.parent.name + "x").mkdir(exist_ok=True)
+        path.rename(path.parent.with_name(path.parent.name + "x") / path.name)
+    assert main(["diff", str(RUN_A), str(b)]) == 2
+    assert "have no timed configuration (kernel, shape, layout) in common" in capsys.readouterr().err
+    for option, value in (("--threshold", "0"), ("--threshold", "-1"), ("--confidence", "1.5"), ("--confidence", "x"),
+                          ("--threshold", "nan")):
+        with pytest.raises(SystemExit) as exited:
+            main(["diff", str(RUN_A), str(RUN_B), option, value])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert err == f"kernelkit diff: argument {option}: must be a number strictly between 0 and 1, not {value!r}\n"
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")
+    monkeypatch.setattr(diff, "compare", broken)
+    assert main(["diff", str(RUN_A), str(RUN_B)]) == 3
+    assert capsys.readouterr().err.startswith("kernelkit diff: internal error: ZeroDivisionError: float division by zero")
+    monkeypatch.setenv("KERNELKIT_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        main(["diff", str(RUN_A), str(RUN_B)])
+
+
+def test_a_file_given_as_a_run_directory_is_called_a_file(capsys):
+    env = RUN_A / "environment.json"
+    assert main(["diff", str(env), str(RUN_B)]) == 2
+    assert capsys.readouterr().err == f"kernelkit diff: {env} is a file, not a run directory (results/<run>)\n"
+
+
+@pytest.mark.parametrize("pair", sorted(p.name for p in (REPO / "reports" / "diff").iterdir()))
+def test_committed_diffs_are_what_this_kit_builds_from_the_committed_runs(pair):
+    a, b = pair.split("__vs__")
+    title, sections = build(diff.compare(diff.load_run(REPO / "results" / a), diff.load_run(REPO / "results" / b)))
+    committed = REPO / "reports" / "diff" / pair
+    assert (committed / "diff.md").read_text() == document.render_markdown(title, sections)
+    assert (committed / "diff.html").read_text() == document.render_html(title, sections)

@@ -10,9 +10,11 @@ import statistics
 
 import pytest
 
+from conftest import default_config, graph_method
+
 from kernelkit import spec as specs
 from kernelkit.cli import main
-from kernelkit.results import read_json, write_json_atomic
+from kernelkit.records import read_json, write_json_atomic
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +22,7 @@ RMSNORM = specs.load("rmsnorm")
 
 
 def test_all_48_correctness_cases_pass():
-    from kernelkit.correctness import run_suite
+    from kernelkit.checks import run_suite
 
     cases = run_suite(RMSNORM, ["t32", "t256"])  # the seed's two layouts
     assert len(cases) == 48
@@ -32,7 +34,7 @@ def test_all_48_correctness_cases_pass():
 
 @pytest.mark.parametrize("control, symptom", [("epsilon", "NaN in"), ("tail", "sentinel left")])
 def test_negative_controls_are_caught_for_the_seed_reason(control, symptom):
-    from kernelkit.correctness import run_suite
+    from kernelkit.checks import run_suite
 
     cases = run_suite(RMSNORM, list(RMSNORM.layouts), control)
     failed = [case for case in cases if not case.passed]
@@ -43,15 +45,15 @@ def test_negative_controls_are_caught_for_the_seed_reason(control, symptom):
 
 
 @pytest.mark.parametrize("control", sorted(RMSNORM.mutations))
-def test_cli_negative_control_exits_nonzero(control, capsys):
-    assert main(["correctness", "--kernel", "rmsnorm", "--negative-control", control]) != 0
-    assert "as they must" in capsys.readouterr().out
+def test_cli_negative_control_exits_zero_when_caught(control, capsys):
+    assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256"]) == 0
+    assert f"negative control '{control}' caught in" in capsys.readouterr().out
 
 
 def test_short_graph_replay_timing():
     from kernelkit import device
     from kernelkit.inputs import rng_for
-    from kernelkit.timing import GraphReplayMethod, graph_replay_samples
+    from kernelkit.timing import graph_replay_samples
 
     cp = device.cupy()
     shape = (512, 128)
@@ -59,7 +61,7 @@ def test_short_graph_replay_timing():
     buffers = device.upload(RMSNORM.make_inputs(shape, "normal", rng_for("gpu-test")))
     out = cp.empty(shape, dtype=cp.float32)
     launch_once, _ = device.launcher(RMSNORM, kernel, RMSNORM.layouts["t32"], shape, buffers, out)
-    samples = graph_replay_samples(launch_once, GraphReplayMethod(warmup_launches=3, launches_per_graph=8, samples=5))
+    samples = graph_replay_samples(launch_once, graph_method(warmup_launches=3, launches_per_graph=8, samples=5))
     assert len(samples) == 5
     assert all(math.isfinite(s) and 0.5 < s < 1000 for s in samples)
     assert kernel.attributes["num_regs"] > 0
@@ -104,7 +106,7 @@ def test_stages_chain_through_the_command_line(tmp_path):
 
 @pytest.mark.parametrize("kernel", specs.available())
 def test_every_kernel_folder_passes_and_catches_its_controls(kernel):
-    from kernelkit.correctness import run_suite
+    from kernelkit.checks import run_suite
 
     spec = specs.load(kernel)
     cases = run_suite(spec, list(spec.layouts))
@@ -119,7 +121,7 @@ BASELINES = [(kernel, layout) for kernel in specs.available() for layout in spec
 @pytest.mark.parametrize("kernel,layout", BASELINES)
 def test_every_library_baseline_passes_the_same_correctness_cases(kernel, layout):
     from kernelkit import library
-    from kernelkit.correctness import run_suite
+    from kernelkit.checks import run_suite
 
     spec = specs.load(kernel)
     reason = library.missing_reason(spec.baselines[layout].package)
@@ -141,9 +143,9 @@ def _matmul_call(layout):
 
 
 def test_kernel_time_falls_back_to_events_where_capture_is_refused():
-    from kernelkit.timing import GraphReplayMethod, kernel_time_samples
+    from kernelkit.timing import kernel_time_samples
 
-    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=4)
+    method = graph_method(warmup_launches=2, launches_per_graph=8, samples=4)
     samples, used, _ = kernel_time_samples(_matmul_call("cupy").call, method)  # CuPy refuses to capture cuBLAS
     assert used["name"] == "back_to_back_events" and "cuBLAS" in used["capture_error"]
     assert len(samples) == 4 and all(0 < s < 10_000 for s in samples)
@@ -153,7 +155,7 @@ def test_kernel_time_falls_back_to_events_where_capture_is_refused():
 
 
 def test_span_rounds_rotate_the_order_and_keep_every_sample():
-    from kernelkit.timing import SpanMethod, span_samples
+    from kernelkit.span import SpanMethod, span_samples
 
     calls = {layout: _matmul_call(layout).call for layout in ("tile16", "reg4x4", "cupy")}
     samples = span_samples(calls, SpanMethod(warmup_calls=1, rounds=3, samples_per_round=5))
@@ -189,11 +191,11 @@ def test_time_and_span_commands_record_a_baseline(tmp_path):
 
 
 def test_cold_samples_are_single_calls_after_an_l2_flush():
-    from kernelkit.timing import GraphReplayMethod, L2Flush, kernel_time_samples
+    from kernelkit.timing import L2Flush, kernel_time_samples
 
     flush = L2Flush()
     implementation = _matmul_call("reg4x4")
-    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5)
+    method = graph_method(warmup_launches=2, launches_per_graph=8, samples=5)
     cold, used, windows = kernel_time_samples(implementation.call, method, flush=flush)
     warm, _, _ = kernel_time_samples(implementation.call, method)
     assert used["cache"] == "cold" and used["launches_per_sample"] == 1 and flush.flushes == 5
@@ -205,9 +207,8 @@ def test_cold_samples_are_single_calls_after_an_l2_flush():
 
 def test_ceilings_and_floor_are_measured_with_the_timing_method():
     from kernelkit import ceilings
-    from kernelkit.timing import GraphReplayMethod
 
-    method = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5)
+    method = graph_method(warmup_launches=2, launches_per_graph=8, samples=5)
     records = {kind: ceilings.measure(kind, method, copy_bytes=2**26, gemm_n=1024) for kind in ceilings.KINDS}
     rates = ceilings.rates(records)
     assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
@@ -231,31 +232,45 @@ def _checked(tmp_path, kernel, layout, control_layouts):
     return str(correctness), controls
 
 
+def _time(kernel, shape, layout, correctness, controls, output, cache="warm", sampler=None, **timing):
+    """`kernelkit time` with the default config's settings, changed by `timing` and `sampler`."""
+    from kernelkit.timing import TimingSettings
+
+    config = default_config()
+    config["timing"].update(timing)
+    config["sampler"].update(sampler or {})
+    return main(["time", "--kernel", kernel, "--shape", shape, "--layout", layout, "--repeat", "1", "--order-seed", "0",
+                 "--order-key", "0", "--cache", cache, "--settings", TimingSettings.json_from_config(config),
+                 "--correctness", correctness, "--controls", *controls, "--output", str(output)])
+
+
 def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
     correctness, controls = _checked(tmp_path, "rmsnorm", "t256", ["t32", "t256"])
     output = tmp_path / "rep1.json"
-    assert main(["time", "--kernel", "rmsnorm", "--shape", "16384x8193", "--layout", "t256", "--samples", "20",
-                 "--sampler-interval-ms", "10", "--wait-for-clock", "--cache", "cold",
-                 "--correctness", correctness, "--controls", *controls, "--output", str(output)]) == 0
+    assert _time("rmsnorm", "16384x8193", "t256", correctness, controls, output, cache="cold", samples=20,
+                 sampler={"interval_ms": 10, "wait_for_clock": True}) == 0
     record = read_json(output)
     assert len(record["sample_tags"]) == len(record["samples_us"]) == 20
     assert len(record["clock_trace"]) >= 2 and record["sampler"]["interval_ms"] == 10
+    # The record states the settings it ran with: the settings param's, schema defaults included.
+    assert record["method"]["samples"] == 20 and record["method"]["max_sample_ms"] == default_config()["timing"]["max_sample_ms"]
+    assert record["format_version"] == 2
     assert record["method_used"]["clock_wait"]["enabled"] is True and record["method_used"]["cache"] == "cold"
     assert all(tag["points"] >= 1 for tag in record["sample_tags"])
 
 
 def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
     from kernelkit.stats import median_relative_halfwidth
-    from kernelkit.timing import GraphReplayMethod, kernel_time_samples
+    from kernelkit.timing import kernel_time_samples
 
     call = _matmul_call("reg4x4").call
-    loose = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=1.0)
+    loose = graph_method(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=1.0)
     samples, used, _ = kernel_time_samples(call, loose)
     assert used["stopped_by"] == "spread" and len(samples) == 5
     assert used["relative_halfwidth"] == median_relative_halfwidth(samples) <= 1.0
     # No real timing reaches a zero half-width: the sample limit has to end it.
-    unreachable = GraphReplayMethod(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=0.0,
-                                    stop_max_seconds=60.0, stop_max_samples=12)
+    unreachable = graph_method(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=0.0,
+                               stop_max_seconds=60.0, stop_max_samples=12)
     samples, used, windows = kernel_time_samples(call, unreachable)
     assert used["stopped_by"] == "sample_limit" and len(samples) == len(windows) == 12
     assert used["relative_halfwidth"] > 0.0
@@ -264,9 +279,7 @@ def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
 def test_placements_time_fresh_buffers_at_other_addresses_and_keep_every_sample(tmp_path):
     correctness, controls = _checked(tmp_path, "rmsnorm", "t32", ["t32", "t256"])
     output = tmp_path / "rep1.json"
-    assert main(["time", "--kernel", "rmsnorm", "--shape", "512x8193", "--layout", "t32", "--samples", "10",
-                 "--placements", "3", "--correctness", correctness, "--controls", *controls,
-                 "--output", str(output)]) == 0
+    assert _time("rmsnorm", "512x8193", "t32", correctness, controls, output, samples=10, placements=3) == 0
     record = read_json(output)
     assert record["method"]["placements"] == 3 and len(record["samples_us"]) == 30
     assert record["sample_placement"] == [0] * 10 + [1] * 10 + [2] * 10
@@ -284,9 +297,7 @@ def test_placements_rebind_a_library_baseline_to_each_fresh_copy(tmp_path, layou
         pytest.skip(library.missing_reason(package))
     correctness, controls = _checked(tmp_path, "bias_gelu", layout, ["elementwise"])
     output = tmp_path / "rep1.json"
-    assert main(["time", "--kernel", "bias_gelu", "--shape", "1024x1024", "--layout", layout, "--samples", "4",
-                 "--placements", "2", "--correctness", correctness, "--controls", *controls,
-                 "--output", str(output)]) == 0
+    assert _time("bias_gelu", "1024x1024", layout, correctness, controls, output, samples=4, placements=2) == 0
     record = read_json(output)
     assert record["sample_placement"] == [0] * 4 + [1] * 4 and record["library"]["package"] == package
     assert record["placements"][0]["addresses"]["x"] != record["placements"][1]["addresses"]["x"]

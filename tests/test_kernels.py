@@ -1,7 +1,7 @@
 """Kernel specs and the correctness check, on the CPU.
 
 The reference is checked against values worked out by hand; the check is exercised with
-a float32 NumPy emulation of the kernel, including the two negative-control bugs, so it is
+the float32 NumPy emulation in kernels/rmsnorm/emulation.py, including the two negative-control bugs, so it is
 shown to pass the right answer and to fail the wrong ones for the reasons it reports.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from conftest import padded_output
 
 from kernelkit import spec as specs
-from kernelkit.correctness import GUARD_ELEMENTS, check_case
+from kernelkit.checks import GUARD_ELEMENTS, check_case
 from kernelkit.inputs import PATTERNS, pattern_array, rng_for
 
 RMSNORM = specs.load("rmsnorm")
@@ -58,14 +58,8 @@ def test_input_patterns_are_fp32_deterministic_and_distinct(pattern):
         assert (np.sign(a[:, :-1]) == -np.sign(a[:, 1:])).all()
 
 
-def emulate(x: np.ndarray, w: np.ndarray, eps: float | None = 1e-5) -> np.ndarray:
-    """The CUDA kernel's arithmetic in float32 on the CPU; eps=None is the epsilon mutation."""
-    x32, w32 = x.astype(np.float32), w.astype(np.float32)
-    mean_square = (x32 * x32).sum(axis=1, dtype=np.float32, keepdims=True) / np.float32(x.shape[1])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv_rms = np.float32(1) / np.sqrt(mean_square + np.float32(eps or 0))
-        y = x32 * w32 * inv_rms
-    return y
+# kernels/rmsnorm/emulation.py: the kernel's arithmetic in float32, and its controls'.
+EMULATE = specs.load_emulation(RMSNORM)
 
 
 def case(shape, pattern):
@@ -77,14 +71,14 @@ def case(shape, pattern):
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_float32_emulation_passes_every_case(shape, pattern):
     inputs, ref = case(shape, pattern)
-    verdict = check_case(padded_output(emulate(inputs["x"], inputs["weight"])), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(EMULATE(inputs, "t32")[0]), ref, RMSNORM.tolerance)
     assert verdict["passed"], verdict
     assert verdict["max_abs_error"] < 1e-5
 
 
 def test_epsilon_mutation_is_caught_as_nan_on_zeros():
     inputs, ref = case((8, 33), "zeros")
-    verdict = check_case(padded_output(emulate(inputs["x"], inputs["weight"], eps=None)), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(EMULATE(inputs, "t32", "epsilon")[0]), ref, RMSNORM.tolerance)
     assert not verdict["passed"]
     assert verdict["symptom"] == "NaN in 264 and Inf in 0 output elements"
     assert verdict["nonfinite"] == 264
@@ -92,10 +86,7 @@ def test_epsilon_mutation_is_caught_as_nan_on_zeros():
 
 def test_tail_mutation_is_caught_as_sentinel_left():
     inputs, ref = case((8, 31), "normal")
-    y = emulate(inputs["x"], inputs["weight"])
-    unwritten = np.zeros(y.shape, dtype=bool)
-    unwritten[:, -1] = True
-    verdict = check_case(padded_output(y, unwritten), ref, RMSNORM.tolerance)
+    verdict = check_case(padded_output(*EMULATE(inputs, "t32", "tail")), ref, RMSNORM.tolerance)
     assert not verdict["passed"]
     assert verdict["symptom"] == "sentinel left in 8 output elements"
     assert verdict["worst_flat_index"] == 30  # row 0, last column
@@ -109,11 +100,11 @@ def test_a_zero_output_fails_even_where_values_are_tiny():
 
 def test_guard_overwrite_and_small_errors_are_caught():
     inputs, ref = case((8, 33), "normal")
-    bits = padded_output(emulate(inputs["x"], inputs["weight"]))
+    bits = padded_output(EMULATE(inputs, "t32")[0])
     bits[GUARD_ELEMENTS + ref.size] = np.float32(0).view(np.uint32)  # one write past the end
     assert check_case(bits, ref, RMSNORM.tolerance)["symptom"] == "1 guard elements overwritten"
 
-    off = emulate(inputs["x"], inputs["weight"]).copy()
+    off = EMULATE(inputs, "t32")[0].copy()
     off[3, 5] += 1e-3
     verdict = check_case(padded_output(off), ref, RMSNORM.tolerance)
     assert verdict["symptom"] == "error above tolerance in 1 output elements"

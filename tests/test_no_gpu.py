@@ -22,13 +22,96 @@ def test_gpu_stages_fail_with_one_sentence_and_no_file(tmp_path, capsys, argv):
     assert not output.exists()
 
 
-@pytest.mark.parametrize("placements", ["0", "17"])
-def test_time_refuses_a_placement_count_out_of_range_before_any_gpu_work(tmp_path, capsys, placements):
-    """Checked first, so the answer is the same sentence with or without a GPU."""
+@pytest.mark.parametrize("key, value, expected", [
+    ("placements", 17, "'timing.placements' must be an integer from 1 to 16"),
+    ("placements", 0, "'timing.placements' must be an integer from 1 to 16"),
+    ("max_sample_ms", 0, "'timing.max_sample_ms' must be a number > 0"),
+])
+def test_time_refuses_a_setting_out_of_range_before_any_gpu_work(tmp_path, capsys, key, value, expected):
+    """Checked against the config schema first, so the answer is the same sentence with or without a GPU."""
+    from conftest import default_config
+
+    from kernelkit.timing import TimingSettings
+
+    config = default_config()
+    config["timing"][key] = value
     output = tmp_path / "out.json"
-    argv = ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--placements", placements,
+    argv = ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--repeat", "1", "--order-seed", "0",
+            "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
             "--correctness", str(tmp_path / "missing.json"), "--output", str(output)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--placements must be an integer from 1 to 16" in err and placements in err
+    assert err.count("\n") == 1 and expected in err and err.endswith(f"not {value}\n")
     assert not output.exists()
+
+
+@pytest.mark.parametrize("interval_ms", [5, 100])
+def test_span_refuses_a_sampler_interval_outside_the_schema_bounds(tmp_path, capsys, interval_ms):
+    """The schema's 10 to 50 ms is the one bound, for the workflow and the command alike."""
+    from conftest import default_config
+
+    from kernelkit.span import SpanSettings
+
+    config = default_config()
+    config["sampler"]["interval_ms"] = interval_ms
+    output = tmp_path / "out.json"
+    argv = ["span", "--kernel", "matmul", "--shape", "1024x1024x1024", "--layout", "tile16", "--correctness",
+            str(tmp_path / "missing.json"), "--repeat", "1", "--settings", SpanSettings.json_from_config(config),
+            "--output", str(output)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'sampler.interval_ms' must be a number of milliseconds from 10 to 50" in err
+    assert not output.exists()
+
+
+def test_a_settings_slice_missing_a_key_without_default_is_named(tmp_path, capsys):
+    """Keys with a schema default are filled in (ceilings: {} is complete); the others must be given."""
+    argv = ["ceiling", "--kind", "floor", "--settings", '{"timing": {"samples": 3}, "ceilings": {}}',
+            "--output", str(tmp_path / "out.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'timing.warmup_launches' is missing" in err
+
+
+def _checked_records(tmp_path, spec):
+    """Correctness and control records as the checks stage writes them, for the current source."""
+    from kernelkit.records import write_record
+
+    correctness = tmp_path / "correctness.json"
+    write_record(correctness, {"passed": True, "layouts": list(spec.layouts), "skipped": {},
+                               "source_sha256": spec.source_sha256()})
+    controls = []
+    for control in spec.mutations:
+        controls.append(str(tmp_path / f"{control}.json"))
+        write_record(controls[-1], {"control": control, "caught": True})
+    return str(correctness), controls
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
+def test_time_span_and_ceiling_with_valid_settings_stop_at_the_gpu_with_one_sentence(tmp_path, capsys):
+    """The workflow's own settings params parse and the checks pass; the first GPU call is what stops them."""
+    from conftest import default_config
+
+    from kernelkit import spec as specs
+    from kernelkit.ceilings import CeilingSettings
+    from kernelkit.span import SpanSettings
+    from kernelkit.timing import TimingSettings
+
+    config, spec = default_config(), specs.load("rmsnorm")
+    correctness, controls = _checked_records(tmp_path, spec)
+    output = tmp_path / "out.json"
+    commands = [
+        ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--repeat", "1", "--order-seed", "0",
+         "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
+         "--correctness", correctness, "--controls", *controls],
+        ["span", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--correctness", correctness,
+         "--controls", *controls, "--repeat", "1",
+         "--settings", SpanSettings.json_from_config({**config, "span": {"warmup_calls": 1, "rounds": 1,
+                                                                          "samples_per_round": 1}})],
+        ["ceiling", "--kind", "copy", "--settings", CeilingSettings.json_from_config(config)],
+    ]
+    for argv in commands:
+        assert main([*argv, "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and ("CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err), err
+        assert not output.exists()

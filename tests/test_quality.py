@@ -9,13 +9,14 @@ import statistics
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, graph_method, sampler_settings
 
 from kernelkit import ceilings, report, sampler
 from kernelkit.stats import median_relative_halfwidth
-from kernelkit.timing import GraphReplayMethod, launches_per_sample, rotation, stop_reason
+from kernelkit.span import rotation
+from kernelkit.timing import launches_per_sample, stop_reason
 
-SETTINGS = sampler.SamplerSettings(interval_ms=20, min_sm_clock_fraction=0.9)
+SETTINGS = sampler_settings(interval_ms=20, min_sm_clock_fraction=0.9)
 
 
 def point(t, clock=1980, reasons=()):
@@ -33,6 +34,7 @@ def test_tags_mark_only_samples_near_a_throttle_or_a_low_clock():
     assert tags[1]["reasons"] == ["sw_power_cap"] and tags[2]["min_sm_clock_mhz"] == 1500
     # gpu_idle is not a throttle of the timed work; a sample nobody read is unknown, not clean.
     assert sampler.disturbed(tags) == [1, 2]
+    assert sampler.causes(tags) == ["sw_power_cap", "low SM clock"] and sampler.causes([tags[0]]) == []
 
 
 def test_unreadable_clocks_leave_the_low_clock_tag_unknown():
@@ -44,7 +46,7 @@ def test_unreadable_clocks_leave_the_low_clock_tag_unknown():
 def test_wait_for_clock_keeps_the_gpu_busy_until_the_clock_is_up():
     readings = iter([500, 900, 1500, 1890])
     busy = []
-    waited = sampler.wait_for_clock(lambda: next(readings), 1980, sampler.SamplerSettings(wait_for_clock=True),
+    waited = sampler.wait_for_clock(lambda: next(readings), 1980, sampler_settings(wait_for_clock=True),
                                     lambda: busy.append(1))
     assert waited["ready"] is True and waited["checks"] == 4 and len(busy) == 3 and waited["last_sm_clock_mhz"] == 1890
     off = sampler.wait_for_clock(lambda: 100, 1980, SETTINGS, lambda: busy.append(1))
@@ -52,7 +54,7 @@ def test_wait_for_clock_keeps_the_gpu_busy_until_the_clock_is_up():
 
 
 def test_wait_for_clock_gives_up_at_the_timeout():
-    settings = sampler.SamplerSettings(wait_for_clock=True, wait_timeout_s=0.05)
+    settings = sampler_settings(wait_for_clock=True, wait_timeout_s=0.05)
     waited = sampler.wait_for_clock(lambda: 345, 1980, settings, lambda: None)
     assert waited["ready"] is False and waited["waited_s"] >= 0.05
 
@@ -67,11 +69,11 @@ def test_sampler_thread_reads_until_stopped():
 
     import time
 
-    with sampler.ClockSampler(FakeNvml(), sampler.SamplerSettings(interval_ms=10)) as clocks:
+    with sampler.ClockSampler(FakeNvml(), sampler_settings(interval_ms=10)) as clocks:
         time.sleep(0.1)
     assert 5 <= len(clocks.trace) <= 15
     assert all(a["t"] <= b["t"] for a, b in zip(clocks.trace, clocks.trace[1:]))
-    with sampler.ClockSampler(FakeNvml(), sampler.SamplerSettings(enabled=False)) as off:
+    with sampler.ClockSampler(FakeNvml(), sampler_settings(enabled=False)) as off:
         time.sleep(0.02)
     assert off.trace == []
 
@@ -107,9 +109,9 @@ def test_median_halfwidth_shrinks_with_more_samples_and_the_stopping_rule_says_w
     few, many = list(10 + rng.standard_normal(15)), list(10 + rng.standard_normal(1500))
     assert median_relative_halfwidth(many) < median_relative_halfwidth(few) < 0.2
     assert median_relative_halfwidth([5.0] * 20) == 0.0
-    fixed = GraphReplayMethod(samples=15)
+    fixed = graph_method(samples=15)
     assert stop_reason(few[:14], fixed, 0.0) is None and stop_reason(few, fixed, 0.0) == "fixed_count"
-    rule = GraphReplayMethod(samples=15, stop_relative_spread=0.001, stop_max_seconds=1.0, stop_max_samples=100)
+    rule = graph_method(samples=15, stop_relative_spread=0.001, stop_max_seconds=1.0, stop_max_samples=100)
     assert stop_reason(few, rule, 0.0) is None
     assert stop_reason(few, rule, 1.0) == "time_limit"
     assert stop_reason(many[:100], rule, 0.0) == "sample_limit"
@@ -117,7 +119,7 @@ def test_median_halfwidth_shrinks_with_more_samples_and_the_stopping_rule_says_w
 
 
 def test_long_calls_get_fewer_per_sample_and_rounds_rotate():
-    method = GraphReplayMethod(launches_per_graph=64, max_sample_ms=20.0)
+    method = graph_method(launches_per_graph=64, max_sample_ms=20.0)
     assert launches_per_sample(2.0, method) == 64 and launches_per_sample(16_900.0, method) == 1
     assert launches_per_sample(2700.0, method) == 7 and launches_per_sample(0.0, method) == 64
     assert [rotation(["a", "b", "c"], r) for r in range(4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"],

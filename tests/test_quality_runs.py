@@ -90,10 +90,3 @@ def test_ncu_counters_were_recorded_for_every_configuration():
         launch = record["launches"][0]
         assert 0 < launch["dram_throughput_pct_of_peak"] <= 100 and launch["instructions_executed"] > 0
 
-
-@pytest.mark.parametrize("run", RUNS)
-def test_committed_reports_are_the_kits_rebuild(run):
-    from kernelkit import document
-
-    title, sections = report.build(REPO / "results" / run, REPO / "reports" / run / "figures")
-    assert document.render_markdown(title, sections) == (REPO / "reports" / run / "report.md").read_text()

@@ -66,10 +66,3 @@ def test_the_diff_calls_nothing_faster_or_slower_and_the_worst_target_ambiguous(
     # claimed change must exceed the 2% that SAME tolerates keeps this identical code from FASTER.
     assert worst.interval.high < 1.0 and worst.interval.high > 0.98
 
-
-@pytest.mark.parametrize("run", RUNS)
-def test_committed_reports_are_the_kits_rebuild(run):
-    from kernelkit import document, report
-
-    title, sections = report.build(REPO / "results" / run, REPO / "reports" / run / "figures")
-    assert document.render_markdown(title, sections) == (REPO / "reports" / run / "report.md").read_text()

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from kernelkit import KitError
-from kernelkit.results import read_json, write_json_atomic
+from kernelkit.records import read_json, write_json_atomic
 
 
 def test_write_then_read_round_trip(tmp_path):

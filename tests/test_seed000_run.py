@@ -13,7 +13,7 @@ from conftest import REPO
 
 from kernelkit import diff, report
 from kernelkit.cli import main
-from kernelkit.results import read_json
+from kernelkit.records import read_json
 
 RUN = REPO / "results" / "h200-full"
 SEED_OPERATIONS = ("matmul", "layernorm", "bias_gelu", "triangle", "neighbor")
@@ -123,9 +123,3 @@ def test_a_missing_library_is_skipped_with_its_reason_everywhere(tmp_path):
     assert len(compared.comparisons) == len(run_timings) // 2 - 1
     assert "matmul 1024x1024x1024 torch rep1" in compared.only_in_a
 
-
-def test_committed_report_is_the_kits_rebuild():
-    from kernelkit import document
-
-    title, sections = report.build(RUN, REPO / "reports" / "h200-full" / "figures")
-    assert document.render_markdown(title, sections) == (REPO / "reports" / "h200-full" / "report.md").read_text()

@@ -7,7 +7,7 @@ from statistics import median
 import numpy as np
 import pytest
 
-from kernelkit.stats import RatioInterval, process_order, ratio_interval, summarize, verdict
+from kernelkit.stats import RatioInterval, geometric_mean, process_order, ratio_interval, summarize, verdict
 
 
 def processes(center: float, noise: float, count: int = 2, n: int = 15, seed: int = 0) -> list[list[float]]:
@@ -85,3 +85,12 @@ def test_placement_medians_group_samples_by_their_placement():
     assert placement_medians(samples, None) == [median(samples)]
     with pytest.raises(ValueError):
         placement_medians(samples, [0, 1])
+
+
+def test_geometric_mean_weighs_twice_as_slow_and_twice_as_fast_alike():
+    assert geometric_mean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geometric_mean([1.017]) == pytest.approx(1.017)
+    for bad in ([], [1.0, 0.0], [-1.0]):
+        with pytest.raises(ValueError):
+            geometric_mean(bad)

@@ -9,8 +9,13 @@ the ceiling that bounds it (see `roofline`), which is plain arithmetic, tested o
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import dataclass
 from statistics import median
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+from kernelkit import KitError
+from kernelkit import config as kit_config
 
 KINDS = ("copy", "gemm", "floor")
 EMPTY_KERNEL = 'extern "C" __global__ void kernelkit_empty() {}'
@@ -57,6 +62,27 @@ extern "C" __global__ void kernelkit_copy_four(const float4* __restrict__ source
 }
 """
 THREADS = 256
+
+
+@dataclass(frozen=True)
+class CeilingSettings(kit_config.StageSettings):
+    # The ceilings are sampled as the timed targets are (no stopping rule, which would make their
+    # sample counts differ); their sizes come from the config's `ceilings` section.
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {
+        "timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
+        "ceilings": ("copy_bytes", "gemm_n")}
+    method: Any  # timing.GraphReplayMethod
+    copy_bytes: int
+    gemm_n: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "CeilingSettings":
+        from kernelkit.timing import GraphReplayMethod
+
+        return cls(GraphReplayMethod.from_timing(config["timing"]), config["ceilings"]["copy_bytes"],
+                   config["ceilings"]["gemm_n"])
+
+
 # Two timings of the same work agree within the diff threshold (2%); so must a kernel and its ceiling.
 CEILING_TOLERANCE = 0.02
 
@@ -175,3 +201,31 @@ def roofline(bytes_moved: int, flops: int, median_us: float, ceiling: dict[str, 
 def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:
     """A timing within `factor` times the empty kernel's cost measures the harness as much as the kernel."""
     return floor_us is not None and median_us < factor * floor_us
+
+
+def cmd_ceiling(args: argparse.Namespace) -> int:
+    from kernelkit import device, environment
+    from kernelkit.records import write_record
+
+    settings = CeilingSettings.from_json(args.settings)
+    if args.kind not in KINDS:
+        raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(KINDS)}")
+    cp = device.cupy()
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    before = nvml.snapshot()
+    record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n)
+    after = nvml.snapshot()
+    # The timing settings are in "method"; the sizes the config chose are stated beside them.
+    sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
+    write_record(args.output, {**record, "device_name": device.device_name(), "unit": "microseconds per call",
+                               "sizes": sizes, "nvml_before": before, "nvml_after": after})
+    print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rates({args.kind: record}).items()))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("ceiling", help="measure the copy or GEMM ceiling, or the harness floor (an empty kernel)")
+    p.add_argument("--kind", required=True, help=f"which one: {', '.join(KINDS)}")
+    p.add_argument("--output", required=True, help="where to write the ceiling record (JSON)")
+    kit_config.add_settings_argument(p, CeilingSettings.SECTIONS)
+    p.set_defaults(func=cmd_ceiling)

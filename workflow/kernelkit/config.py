@@ -1,15 +1,24 @@
-"""The workflow's configuration: validation with one-sentence errors, and the target plan.
+"""The workflow's configuration: validation with one-sentence errors, defaults, and the target plan.
 
 The Snakefile and the command line both go through `validate`, so a bad key is reported
-the same way wherever it is found, before any GPU work starts.
+the same way wherever it is found, before any GPU work starts. Every default lives in the
+schema (`default:` entries); `validate` fills them in exactly as Snakemake's
+`validate(config, schema, set_default=True)` does, so the CLI and the workflow see one config.
+Each stage's settings are a slice of the validated config (`settings_slice`), checked again
+against the same schema when a stage's command reads them (`validate_slice`).
 """
 
 from __future__ import annotations
 
+import argparse
+import copy
+import functools
+import json
+import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import yaml
 
@@ -18,28 +27,208 @@ from kernelkit import KitError, spec as specs
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
 
-def load(path: str | Path) -> dict[str, Any]:
+# Bounds no sensible experiment reaches, so that a typo stops here instead of in every job.
+MAX_DIMENSION = 2**31 - 1  # the kernels take their sizes as 32-bit integers
+MAX_OUTPUT_BYTES = 2**40  # 1 TiB for a float32 output alone
+
+
+class YamlNumber(int):
+    """An integer YAML read from text that does not look like one (0x128, 1_000, 1:30), with that text."""
+
+    source = ""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently) and remembers how
+    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    first_line: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            seen = key in first_line
+        except TypeError:  # an unhashable key: construct_mapping says so below
+            continue
+        if seen:
+            raise KitError(f"the key '{key}' appears twice in one mapping, at lines {first_line[key]} and "
+                           f"{key_node.start_mark.line + 1}; YAML would silently keep only the last")
+        first_line[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=True)
+
+
+def _integer_with_source(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
+    value = loader.construct_yaml_int(node)
+    if node.value.strip() != str(value):
+        marked = YamlNumber(value)
+        marked.source = node.value
+        return marked
+    return value
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _integer_with_source)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content; KitError with the file, and the line and column where YAML can give them."""
     try:
         with open(path, encoding="utf-8") as handle:
-            config = yaml.safe_load(handle)
+            return yaml.load(handle, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except FileNotFoundError:
         raise KitError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise KitError(f"config file {path} is a directory, not a YAML file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KitError(f"config file {path} cannot be read ({type(error).__name__}: {error})") from None
+    except KitError as error:
+        raise KitError(f"config file {path}: {error}") from None
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise KitError(f"config file {path} is not valid YAML: {error.problem or error.context}{where}") from None
     except yaml.YAMLError as error:
-        raise KitError(f"config file {path} is not valid YAML ({error})") from None
+        raise KitError(f"config file {path} is not valid YAML ({' '.join(str(error).split())})") from None
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    config = read_yaml(path)
     return validate(config if config is not None else {})
 
 
-def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
-    """Return the config unchanged, or raise KitError naming the bad key and what is allowed."""
+def _strict_validator() -> Any:
+    """Draft 2020-12 with 'integer' meaning an int: the spec counts 15.0 as an integer, and then
+    `samples: 15.0` passes validation and fails in every timing job."""
     import jsonschema
 
-    schema = yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        raise KitError(_sentence(errors[0], schema))
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
+    return jsonschema.validators.extend(base, type_checker=checker)
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _defaulting_validator(node: dict[str, Any]) -> Any:
+    """A validator that fills in each absent property that has a `default`, then checks it."""
+    import jsonschema
+
+    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator: Any, properties: dict[str, Any], instance: Any,
+                                 node: dict[str, Any]) -> Iterator[Any]:
+        if isinstance(instance, dict):
+            for name, subschema in properties.items():
+                if "default" in subschema:
+                    instance.setdefault(name, copy.deepcopy(subschema["default"]))
+        yield from check_properties(validator, properties, instance, node)
+
+    extended = jsonschema.validators.extend(_strict_validator(), {"properties": properties_with_defaults})
+    return extended(node)
+
+
+def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
+    errors = sorted(_defaulting_validator(node).iter_errors(instance),
+                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    return _sentence(errors[0], node) if errors else None
+
+
+def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
+    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key
+    and what is allowed. The argument itself is not changed."""
+    _check_control_characters(config, [])
+    config = copy.deepcopy(config)
+    error = _first_error(config, schema())
+    if error:
+        raise KitError(error)
     _check_against_specs(config, kernels_root)
     return config
+
+
+def schema_default(*path: str) -> Any:
+    """The schema's default of one key, e.g. schema_default("timing", "stop", "max_seconds")."""
+    node = schema()
+    for part in path:
+        node = node["properties"][part]
+    return node["default"]
+
+
+def settings_slice(config: Mapping[str, Any], sections: Mapping[str, Sequence[str]]) -> str:
+    """The keys a stage uses, out of the validated config, as one JSON text: the rule's one
+    settings param, so that Snakemake reruns exactly the targets whose settings changed."""
+    return json.dumps({section: {key: config[section][key] for key in keys if key in config[section]}
+                       for section, keys in sections.items()}, sort_keys=True)
+
+
+def validate_slice(text: str, sections: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """Parse and check a settings slice against the same schema as the whole config: a key with a
+    schema default is filled in when left out, a key the schema requires must be there, and no
+    key outside the stage's slice may be."""
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KitError(f"--settings is not valid JSON ({error.msg})") from None
+    whole = schema()
+    node: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": list(sections),
+                            "description": f"a mapping with the keys {', '.join(sections)}", "properties": {}}
+    for section, keys in sections.items():
+        part = copy.deepcopy(whole["properties"][section])
+        part["properties"] = {key: value for key, value in part["properties"].items() if key in keys}
+        part["required"] = [key for key in part.get("required", []) if key in keys]
+        part.pop("default", None)
+        node["properties"][section] = part
+    error = _first_error(payload, node)
+    if error:
+        raise KitError(error)
+    return payload
+
+
+class StageSettings:
+    """Base of each stage's settings object: built from the validated config by `from_config`,
+    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def json_from_config(cls, config: Mapping[str, Any]) -> str:
+        """The rule's one settings param."""
+        return settings_slice(config, cls.SECTIONS)
+
+    @classmethod
+    def from_json(cls, text: str) -> Any:
+        """What the stage's command builds from its --settings argument, checked against the schema."""
+        return cls.from_config(validate_slice(text, cls.SECTIONS))
+
+
+def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str, Sequence[str]]) -> None:
+    keys = "; ".join(f"{section}: {', '.join(keys)}" for section, keys in sections.items())
+    parser.add_argument("--settings", required=True,
+                        help=f"the stage's settings as JSON, a slice of the validated config ({keys}); "
+                             "config/README.md explains each key")
+
+
+def _check_control_characters(node: Any, path: list[Any]) -> None:
+    """Names may not hold a newline or other control character. The schema cannot say so: its
+    patterns run through Python's re.search, where '$' also matches before a final newline, and
+    `run: "local\\n"` would make a directory results/local<newline>/."""
+    if path[-1:] == ["statement"]:
+        return  # a hypothesis statement is prose, and YAML's folded text ends in a newline
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
+    for key, value in items:
+        for text in (key, value):
+            if isinstance(text, str) and any(ord(c) < 32 or ord(c) == 127 for c in text):
+                shown = _key(path + [key]).encode("unicode_escape").decode("ascii")
+                raise KitError(f"config key '{shown}' holds {text!r}, with a newline or other control "
+                               "character; names are plain text on one line")
+        _check_control_characters(value, path + [key])
 
 
 def _key(path: Any) -> str:
@@ -62,6 +251,7 @@ def _description(schema: dict[str, Any], path: list[Any]) -> str:
 
 
 def _sentence(error: Any, schema: dict[str, Any]) -> str:
+    """One sentence: the key, and what the schema allows there."""
     path = list(error.absolute_path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
@@ -74,7 +264,17 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
         missing = next(key for key in error.validator_value if key not in error.instance)
         description = _description(schema, path + [missing])
         return f"config key '{_key(path + [missing])}' is missing; it must be {description}"
-    return f"config key '{_key(path)}' must be {_description(schema, path)}, not {error.instance!r}"
+    instance = error.instance
+    if isinstance(instance, YamlNumber) or (isinstance(instance, int) and path[-2:-1] == ["shapes"]):
+        shape = path[-2:-1] == ["shapes"]
+        advice = "write shapes as quoted strings like '512x128'" if shape else "write it in quotes"
+        if not isinstance(instance, YamlNumber):  # parsed by Snakemake: how it was written is lost
+            return (f"config key '{_key(path)}' is the number {instance}: YAML reads some unquoted text as numbers "
+                    f"(0x128 as the hex number 296); {advice}")
+        return (f"config key '{_key(path)}': {'shape ' if shape else ''}{instance.source} was read by YAML as the "
+                f"number {int(instance)}; {advice}")
+    hint = " (write it without a decimal point)" if isinstance(instance, float) and instance.is_integer() else ""
+    return f"config key '{_key(path)}' must be {_description(schema, path)}, not {instance!r}{hint}"
 
 
 def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> None:
@@ -91,12 +291,12 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                     f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not define; "
                     f"allowed: {', '.join(spec.all_layouts)}"
                 )
-        for shape in entry["shapes"]:
+        for index, shape in enumerate(entry["shapes"]):
             try:
-                spec.parse_shape(shape)
+                check_bounds(spec, spec.parse_shape(shape))
             except KitError as error:
-                raise KitError(f"config key 'kernels.{kernel}.shapes': {error}") from None
-    span_repeats = config.get("span", {}).get("repeats", 1)
+                raise KitError(f"config key 'kernels.{kernel}.shapes.{index}': {error}") from None
+    span_repeats = config.get("span", {}).get("repeats", 1)  # no span: nothing to check
     if span_repeats > config["timing"]["repeats"]:
         raise KitError(
             f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ({config['timing']['repeats']}), "
@@ -120,6 +320,41 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                     f"config key 'hypotheses.{index}.{side}' names layout '{hypothesis[side]}'; "
                     f"allowed: {', '.join(config['kernels'][kernel]['layouts'])}"
                 )
+
+
+def check_bounds(spec: specs.KernelSpec, shape: specs.Shape) -> None:
+    """Refuse shapes no GPU can run, before a job tries: dimensions beyond 32-bit sizes, or an output
+    alone above 1 TiB (the device's own memory is checked by `check_fits`, where it is known)."""
+    text = specs.shape_name(shape)
+    if max(shape) > MAX_DIMENSION:
+        raise KitError(f"shape '{text}' of kernel '{spec.name}' has a dimension above {MAX_DIMENSION} "
+                       "(the kernels take sizes as 32-bit integers)")
+    output = _output_bytes(spec, shape)
+    if output > MAX_OUTPUT_BYTES:
+        raise KitError(f"shape '{text}' of kernel '{spec.name}' has a float32 output of {_gib(output)}, "
+                       f"more than the {_gib(MAX_OUTPUT_BYTES)} any shape may have")
+
+
+def _output_bytes(spec: specs.KernelSpec, shape: specs.Shape) -> int:
+    return 4 * math.prod(spec.output_shape(shape))
+
+
+def _gib(count: float) -> str:
+    return f"{count / 2**30:,.1f} GiB"
+
+
+def check_fits(spec: specs.KernelSpec, shape: specs.Shape, device_bytes: int, copies: int = 1) -> None:
+    """One sentence when a shape cannot fit in the device's memory, for stages that know the device.
+
+    The bytes counted are a lower bound of what the timing process allocates, the float32 output
+    of every copy of the buffers (`timing.placements`): inputs vary by kernel, and an estimate that
+    over-counted (a gather's bytes_moved counts every gathered row) would refuse shapes that fit.
+    """
+    needed = copies * _output_bytes(spec, shape)
+    if needed > device_bytes:
+        copies_text = f" in {copies} copies" if copies > 1 else ""
+        raise KitError(f"shape '{specs.shape_name(shape)}' of kernel '{spec.name}' needs at least {_gib(needed)} for its "
+                       f"float32 output{copies_text}, more than the device's {_gib(device_bytes)} of memory")
 
 
 @dataclass(frozen=True)
@@ -156,9 +391,18 @@ def span_kernels(config: dict[str, Any]) -> list[str]:
     return list(config["span"].get("kernels", config["kernels"]))
 
 
+def span_repeats(config: dict[str, Any]) -> int:
+    """Span processes per kernel and shape: `span.repeats`, else timing.repeats; none without `span`."""
+    if "span" not in config:
+        return 0
+    return config["span"].get("repeats", config["timing"]["repeats"])
+
+
 def caches(config: dict[str, Any]) -> list[str]:
-    """The cache states timed: `timing.cache` warm (default), cold or both."""
-    return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[config["timing"].get("cache", "warm")]
+    """The cache states timed: `timing.cache` warm, cold or both. A run's config.json written before
+    defaults were filled in may lack the key; the schema's default applies then too."""
+    chosen = config["timing"].get("cache", schema_default("timing", "cache"))
+    return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[chosen]
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str, cache: str = "warm") -> int:
@@ -182,3 +426,32 @@ def timing_plan(config: dict[str, Any]) -> list[TimedTarget]:
                    for k, s, l in configurations(config) for c in caches(config)]
         plan += sorted(targets, key=lambda t: t.order_key)
     return plan
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    load(args.config)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def cmd_write_config(args: argparse.Namespace) -> int:
+    """Store the run's config, defaults filled in, as the record every report reads it from."""
+    from kernelkit.records import write_json_atomic
+
+    try:
+        given = json.loads(args.json)
+    except json.JSONDecodeError as error:
+        raise KitError(f"--json is not valid JSON ({error.msg})") from None
+    write_json_atomic(args.output, validate(given))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("check-config", help="validate a config file and exit")
+    p.add_argument("config", nargs="?", default="config/config.yaml", help="the config file (YAML) to check")
+    p.set_defaults(func=cmd_check_config)
+
+    p = subparsers.add_parser("write-config", help="validate a config given as JSON and store it with the run")
+    p.add_argument("--json", required=True, help="the whole config as one JSON text")
+    p.add_argument("--output", required=True, help="where to write the validated config (JSON)")
+    p.set_defaults(func=cmd_write_config)

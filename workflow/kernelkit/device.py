@@ -94,9 +94,20 @@ class Implementation:
     record: dict[str, Any]
 
 
-def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping[str, Any], out: Any) -> Implementation:
-    """A hand-written layout compiled and bound to `out`, or a library baseline bound to the
-    inputs (it returns its own output). Everything slow happens here, before any timing."""
+def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
+    """The layout's kernel compiled and loaded, or None for a library baseline.
+
+    Called before taking the GPU lock, so that NVRTC (CPU work) runs while another job times.
+    """
+    return None if spec.is_baseline(layout) else compile_kernel(spec, entry=spec.entry_of(layout),
+                                                                options=spec.compile_options_of(layout))
+
+
+def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping[str, Any], out: Any,
+                   kernel: CompiledKernel | None = None) -> Implementation:
+    """A hand-written layout compiled (unless `kernel` is given: see compile_layout) and bound to
+    `out`, or a library baseline bound to the inputs (it returns its own output). Everything
+    slow happens here, before any timing."""
     if spec.is_baseline(layout):
         from kernelkit import library
 
@@ -110,7 +121,7 @@ def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping
                 "compile_options": [],
             },
         )
-    kernel = compile_kernel(spec, entry=spec.entry_of(layout), options=spec.compile_options_of(layout))
+    kernel = kernel or compile_layout(spec, layout)
     launch_once, geometry = launcher(spec, kernel, spec.layout(layout), shape, buffers, out)
     return Implementation(
         launch_once,

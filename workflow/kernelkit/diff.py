@@ -4,20 +4,29 @@ The unit of comparison is a configuration (kernel, shape, layout) with all its r
 repeats are separate processes and exist to show between-process noise, so the interval
 for B/A resamples processes as well as samples (kernelkit.stats.ratio_interval). Intervals
 are Bonferroni-corrected so that the whole table, not each row, has the stated confidence.
+
+Computation (`load_run`, `compare`) is kept apart from rendering (`kernelkit.diff_document`),
+as Google Benchmark keeps get_difference_report apart from print_difference_report: tests
+and other stages read the numbers, never the text.
 """
 
 from __future__ import annotations
 
+import argparse
+import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit import document as doc
-from kernelkit.results import read_json, run_result_files
-from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, process_order, ratio_interval, verdict
-from kernelkit.summary import natural_key
+from kernelkit.records import write_text_atomic
+from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, saw_foreign_work
+from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
+                             verdict)
+
+__all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run", "register", "run_command"]
 
 ENVIRONMENT_FIELDS = [
     ("GPU model", ("cuda", "device_name")),
@@ -36,59 +45,26 @@ ENVIRONMENT_FIELDS = [
     ("ECC", ("gpu", "ecc_mode_current")),
     ("MIG", ("gpu", "mig_mode_current")),
 ]
+NOT_RECORDED = "not recorded"
 
 
-@dataclass
-class RunFiles:
-    dir: Path
-    environment: dict[str, Any]
-    correctness: dict[tuple[str, str], dict[str, Any]]
-    controls: dict[tuple[str, str], dict[str, Any]]
-    timings: dict[tuple[str, str, str, int], dict[str, Any]]
-
-
-def load_run(path: str | Path) -> RunFiles:
-    """Every result file of a run directory; KitError naming the directory or file that is unusable."""
-    root = Path(path)
-    if not root.is_dir():
-        raise KitError(f"run directory {root} does not exist")
-    timings = {}
-    for file in run_result_files(root, "timing"):
-        record = read_json(file)
-        if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
-            continue
-        try:
-            timings[(record["kernel"], record["shape"], record["layout"], int(record["repeat"]))] = record
-            if not record["samples_us"]:
-                raise KitError(f"timing file {file} holds no samples")
-        except (KeyError, TypeError, ValueError) as error:
-            raise KitError(f"timing file {file} lacks a field the diff needs ({error})") from None
-    if not timings:
-        raise KitError(f"run directory {root} holds no timing files (timing/<kernel>/<shape>/<layout>/rep<n>.json)")
-    return RunFiles(
-        dir=root,
-        environment=read_json(root / "environment.json"),
-        correctness={(r["kernel"], layout): r for r in map(read_json, run_result_files(root, "correctness"))
-                     for layout in r.get("layouts", [])},
-        controls={(r["kernel"], r["control"]): r for r in map(read_json, run_result_files(root, "controls"))},
-        timings=timings,
-    )
-
-
-def _lookup(record: dict[str, Any], path: tuple[str, ...]) -> Any:
+def _lookup(record: Any, path: tuple[str, ...]) -> Any:
     for key in path:
-        record = record.get(key, "not recorded") if isinstance(record, dict) else "not recorded"
+        record = record.get(key, NOT_RECORDED) if isinstance(record, dict) else NOT_RECORDED
     return record
 
 
 def _sm_clock_range(run: RunFiles) -> str:
-    seen = [snap["sm_clock_mhz"] for r in run.timings.values() for snap in (r["nvml_before"], r["nvml_after"])
-            if isinstance(snap.get("sm_clock_mhz"), (int, float))]
-    return f"{min(seen)}-{max(seen)}" if seen else "not recorded"
+    seen = [snap["sm_clock_mhz"] for r in run.timings.values()
+            for snap in (r.get("nvml_before"), r.get("nvml_after")) if isinstance(snap, dict)
+            and isinstance(snap.get("sm_clock_mhz"), (int, float)) and not isinstance(snap["sm_clock_mhz"], bool)]
+    return f"{min(seen)}-{max(seen)}" if seen else NOT_RECORDED
 
 
 @dataclass
 class Comparison:
+    """One configuration timed in both runs, with its verdict and what qualifies it."""
+
     kernel: str
     shape: str
     layout: str
@@ -98,6 +74,43 @@ class Comparison:
     repeats_b: int
     interval: RatioInterval
     verdict: str
+    threshold: float = DIFF_THRESHOLD
+    foreign_work: list[str] = field(default_factory=list)  # "A rep1", ... : processes that saw foreign GPU work
+    disturbed: list[str] = field(default_factory=list)  # "A rep1: 3 of 15", ... : throttled or low-clock samples
+    cards: tuple[list[str], list[str]] | None = None  # the cards of A and of B, when they differ
+
+    @property
+    def change(self) -> float:
+        """B/A - 1, signed: +0.017 is 1.7% slower."""
+        return self.interval.ratio - 1.0
+
+    @property
+    def below_threshold(self) -> bool:
+        """SAME, yet the interval excludes 1: a measured change smaller than the threshold tolerates."""
+        return self.verdict == "SAME" and (self.interval.low > 1.0 or self.interval.high < 1.0)
+
+    @property
+    def label(self) -> str:
+        """The verdict with what qualifies it, e.g. "SAME (+1.7%, below the 2% threshold)"."""
+        text = self.verdict
+        if self.below_threshold:
+            text += f" ({self.change:+.1%}, below the {self.threshold * 100:g}% threshold)"
+        if self.foreign_work:
+            text += f"; {', '.join(self.foreign_work)} saw foreign GPU work"
+        elif self.disturbed and self.verdict == "AMBIGUOUS":
+            text += f"; disturbed samples in {', '.join(d.split(':')[0] for d in self.disturbed)}"
+        if self.cards:
+            text += "; compares different cards"
+        return text
+
+    @property
+    def notes(self) -> list[str]:
+        notes = [f"{', '.join(self.foreign_work)} saw foreign GPU work"] if self.foreign_work else []
+        if self.disturbed:
+            notes.append("disturbed samples (throttled or low clock): " + ", ".join(self.disturbed))
+        if self.cards:
+            notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
+        return notes
 
 
 @dataclass
@@ -116,19 +129,38 @@ class DiffResult:
     def count(self, name: str) -> int:
         return sum(c.verdict == name for c in self.comparisons)
 
+    @property
+    def gpu_changed(self) -> tuple[Any, Any] | None:
+        """The two GPU UUIDs when both are recorded and differ: every verdict then compares cards too."""
+        uuid_a, uuid_b = (_lookup(run.environment, ("gpu", "uuid")) for run in (self.a, self.b))
+        if NOT_RECORDED in (uuid_a, uuid_b) or uuid_a == uuid_b:
+            return None
+        return uuid_a, uuid_b
+
+    def by_change(self) -> list[Comparison]:
+        """Rows by the size of their change, largest first (|log B/A|, so 2x and 0.5x weigh alike)."""
+        return sorted(self.comparisons, key=lambda c: -abs(math.log(c.interval.ratio)))
+
+    def geometric_means(self) -> dict[str, float]:
+        """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
+        groups: dict[str, list[float]] = {"": []}
+        for c in self.comparisons:
+            groups.setdefault(c.kernel, []).append(c.interval.ratio)
+            groups[""].append(c.interval.ratio)
+        return {kernel: geometric_mean(ratios) for kernel, ratios in groups.items() if ratios}
+
 
 def _config_key(key: tuple[str, str, str, int]) -> tuple[str, str, str]:
     return key[:3]
 
 
 def _sort_key(key: tuple) -> tuple:
+    from kernelkit.summary import natural_key  # here, not at the top: the CLI imports this module and pandas is slow
+
     return tuple(natural_key(str(part)) for part in key)
 
 
-def compare(
-    a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE, seed: int = 0
-) -> DiffResult:
-    result = DiffResult(a, b, threshold, confidence)
+def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, int]], result: DiffResult) -> None:
     for label, path in ENVIRONMENT_FIELDS:
         value_a, value_b = _lookup(a.environment, path), _lookup(b.environment, path)
         if value_a != value_b:
@@ -137,14 +169,14 @@ def compare(
     if range_a != range_b:
         result.environment.append(("SM clock seen around timed targets (MHz)", range_a, range_b))
 
-    shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)
     changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
     for key in shared:
         ra, rb = a.timings[key], b.timings[key]
         for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
                                          ("method", "method", None)):
-            if ra[field_name] != rb[field_name]:
-                before, after = (str(r[field_name])[:short] for r in (ra, rb))
+            before, after = (r.get(field_name, NOT_RECORDED) for r in (ra, rb))
+            if before != after:
+                before, after = (str(value)[:short] for value in (before, after))
                 changed_configs.setdefault(_config_key(key), {})[f"{label} {before} -> {after}"] = None
     result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
 
@@ -157,53 +189,106 @@ def compare(
         if ca != cb:
             result.outcome_changes.append((f"negative control {' '.join(key)} caught", str(ca), str(cb)))
 
+
+def _process_name(side: str, key: tuple[str, str, str, int]) -> str:
+    return f"{side} rep{key[3]}"
+
+
+def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float,
+                    seed: int) -> Comparison:
+    keys_a = [k for k in sorted(a.timings) if _config_key(k) == config]
+    keys_b = [k for k in sorted(b.timings) if _config_key(k) == config]
+    groups_a = [a.timings[k]["samples_us"] for k in keys_a]
+    groups_b = [b.timings[k]["samples_us"] for k in keys_b]
+    interval = ratio_interval(groups_a, groups_b, confidence=confidence, seed=seed)
+    sides = [("A", a, keys_a), ("B", b, keys_b)]
+    foreign = [_process_name(s, k) for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
+    disturbed = [f"{_process_name(s, k)}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
+                 for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
+    cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]))})
+    cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]))})
+    return Comparison(
+        *config, median_a=median(s for g in groups_a for s in g), median_b=median(s for g in groups_b for s in g),
+        repeats_a=len(groups_a), repeats_b=len(groups_b), interval=interval,
+        verdict=verdict(interval, threshold, process_order(groups_a, groups_b)), threshold=threshold,
+        foreign_work=foreign, disturbed=disturbed,
+        cards=(cards_a, cards_b) if cards_a and cards_b and cards_a != cards_b else None)
+
+
+def compare(
+    a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE, seed: int = 0
+) -> DiffResult:
+    """Everything the diff says, as data; KitError when the runs share no configuration."""
+    result = DiffResult(a, b, threshold, confidence)
+    shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)
+    configs = sorted({_config_key(k) for k in shared}, key=_sort_key)
+    if not configs:
+        raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
+                       "so there is nothing to compare")
+    _setup_changes(a, b, shared, result)
+
     name = lambda key: f"{key[0]} {key[1]} {key[2]} rep{key[3]}"  # noqa: E731
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=_sort_key)]
     result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=_sort_key)]
 
-    configs = sorted({_config_key(k) for k in shared}, key=_sort_key)
-    corrected = 1.0 - (1.0 - confidence) / max(1, len(configs))
-    for config in configs:
-        groups_a = [a.timings[k]["samples_us"] for k in sorted(a.timings) if _config_key(k) == config]
-        groups_b = [b.timings[k]["samples_us"] for k in sorted(b.timings) if _config_key(k) == config]
-        interval = ratio_interval(groups_a, groups_b, confidence=corrected, seed=seed)
-        pooled_a = [s for g in groups_a for s in g]
-        pooled_b = [s for g in groups_b for s in g]
-        result.comparisons.append(Comparison(
-            *config, median_a=median(pooled_a), median_b=median(pooled_b), repeats_a=len(groups_a),
-            repeats_b=len(groups_b), interval=interval,
-            verdict=verdict(interval, threshold, process_order(groups_a, groups_b))))
+    corrected = 1.0 - (1.0 - confidence) / len(configs)
+    result.comparisons = [_compare_config(a, b, config, threshold, corrected, seed) for config in configs]
     return result
 
 
-def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
-    a, b = result.a.dir.name, result.b.dir.name
-    m = len(result.comparisons)
-    counts = ", ".join(f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS"))
-    sections = [
-        doc.Section("Summary", [doc.Paragraph(
-            f"A = results/{a}, B = results/{b}. {m} configurations timed in both: {counts}. "
-            f"The ratio is B/A of the pooled medians (below 1: B is faster). Its interval is a percentile bootstrap "
-            f"that resamples processes (repeats) and then samples inside each, at {result.confidence:.0%} for the whole "
-            f"table (Bonferroni: {1 - (1 - result.confidence) / max(1, m):.4%} per row). Verdicts: SAME when the "
-            f"interval lies inside 1 +- {result.threshold:g}; SLOWER or FASTER when it lies wholly beyond "
-            f"1 +- {result.threshold:g} and every process (repeat) of B is slower, or faster, than every process "
-            "of A; AMBIGUOUS otherwise (too wide or too mixed to decide).")]),
-        doc.Section("Environment differences", [
-            doc.Table(("Field", "A", "B"), result.environment) if result.environment
-            else doc.Paragraph("None among GPU, UUID, driver, CUDA, NVRTC, CuPy, NumPy, clocks, power limit, ECC, MIG.")]),
-        doc.Section("Kernel source, compile options and method", [
-            doc.Table(("Configuration", "Change"), result.source_changes) if result.source_changes
-            else doc.Paragraph("Identical source hashes, compile options and timing method for every shared target.")]),
-        doc.Section("Correctness and negative-control outcomes", [
-            doc.Table(("Check", "A", "B"), result.outcome_changes) if result.outcome_changes
-            else doc.Paragraph("No outcome changed.")]),
-        doc.Section("Targets in only one run", [doc.Paragraph(
-            f"Only in A: {', '.join(result.only_in_a) or 'none'}. Only in B: {', '.join(result.only_in_b) or 'none'}.")]),
-        doc.Section("Timings", [doc.Table(
-            ("Kernel", "Shape", "Layout", "Median A (us)", "Median B (us)", "B/A", "Interval", "Repeats A/B", "Verdict"),
-            [(c.kernel, c.shape, c.layout, f"{c.median_a:.3f}", f"{c.median_b:.3f}", f"{c.interval.ratio:.4f}",
-              f"[{c.interval.low:.4f}, {c.interval.high:.4f}]", f"{c.repeats_a}/{c.repeats_b}", c.verdict)
-             for c in result.comparisons])]),
-    ]
-    return f"kernelkit diff: {a} vs {b}", sections
+# Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
+EXIT_OK, EXIT_SLOWER = 0, 1
+# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
+
+
+def open_fraction(text: str) -> float:
+    """The argparse type of --threshold and --confidence: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1, not {text!r}")
+    return value
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        write_text_atomic(path, text)
+    except OSError as error:
+        raise KitError(f"cannot write {path} ({error.strerror or error})") from None
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`kernelkit diff`: 0 done, 1 SLOWER with --fail-on-slower; unusable input raises KitError (exit 2)
+    and anything unexpected is an internal error (exit 3), both turned into one sentence by the CLI."""
+    from kernelkit import document
+    from kernelkit.diff_document import build
+
+    result = compare(load_run(args.run_a), load_run(args.run_b), args.threshold, args.confidence)
+    title, sections = build(result)
+    markdown = document.render_markdown(title, sections)
+    if args.markdown:
+        _write(args.markdown, markdown)
+    else:
+        print(markdown, end="")
+    if args.html:
+        _write(args.html, document.render_html(title, sections))
+    print(f"{len(result.comparisons)} configurations: " + ", ".join(
+        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
+    return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("diff", help="compare two run directories; exit 1 on SLOWER with --fail-on-slower, "
+                                           "2 on unusable input, 3 on an internal error")
+    p.add_argument("run_a", help="run directory A (results/<run>), the reference")
+    p.add_argument("run_b", help="run directory B (results/<run>), compared against A")
+    p.add_argument("--threshold", type=open_fraction, default=DIFF_THRESHOLD,
+                   help=f"SAME when B/A lies within 1 +- this, in (0, 1) (default {DIFF_THRESHOLD})")
+    p.add_argument("--confidence", type=open_fraction, default=DIFF_CONFIDENCE,
+                   help=f"family-wise confidence of the intervals, in (0, 1) (default {DIFF_CONFIDENCE})")
+    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
+    p.add_argument("--markdown", help="write the Markdown here instead of standard output")
+    p.add_argument("--html", help="also write a self-contained HTML page")
+    p.set_defaults(func=run_command)

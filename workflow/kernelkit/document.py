@@ -14,7 +14,21 @@ from typing import Any, Sequence, Union
 
 @dataclass
 class Paragraph:
+    """Text; `css_class` "banner" makes it a block quote in Markdown and a framed box in HTML."""
+
     text: str
+    css_class: str = ""
+
+
+@dataclass
+class Marked:
+    """A table cell with a CSS class in the HTML (a verdict's colour); plain text in Markdown."""
+
+    text: str
+    css_class: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass
@@ -57,7 +71,7 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
         out.append(f"{'#' * section.level} {section.title}")
         for block in section.blocks:
             if isinstance(block, Paragraph):
-                out.append(block.text)
+                out.append(f"> {block.text}" if block.css_class == "banner" else block.text)
             elif isinstance(block, Bullets):
                 out.append("\n".join(f"- {item}" for item in block.items))
             elif isinstance(block, Table):
@@ -75,7 +89,17 @@ table{border-collapse:collapse;margin:0.8rem 0;font-size:0.9rem}
 th,td{border:1px solid #ccc;padding:0.25rem 0.5rem;text-align:left;vertical-align:top}
 th{background:#f2f2f2} figure{margin:1rem 0} figcaption{font-style:italic;font-size:0.9rem}
 svg{max-width:100%;height:auto}
+.banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem}
+.verdict-same{color:#57606a}.verdict-faster{color:#1a7f37;font-weight:600}
+.verdict-slower{color:#cf222e;font-weight:600}.verdict-ambiguous{color:#9a6700;font-weight:600}
+.verdict-measured{color:#0550ae}
 """
+
+
+def _html_cell(cell: Any) -> str:
+    if isinstance(cell, Marked):
+        return f'<span class="{html.escape(cell.css_class)}">{html.escape(cell.text)}</span>'
+    return html.escape(str(cell))
 
 
 def render_html(title: str, sections: Sequence[Section]) -> str:
@@ -89,13 +113,14 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
         out.append(f"<h{section.level}>{html.escape(section.title)}</h{section.level}>")
         for block in section.blocks:
             if isinstance(block, Paragraph):
-                out.append(f"<p>{html.escape(block.text)}</p>")
+                css = f' class="{html.escape(block.css_class)}"' if block.css_class else ""
+                out.append(f"<p{css}>{html.escape(block.text)}</p>")
             elif isinstance(block, Bullets):
                 out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>")
             elif isinstance(block, Table):
                 head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in block.header)
                 body = "".join(
-                    "<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in block.rows
+                    "<tr>" + "".join(f"<td>{_html_cell(cell)}</td>" for cell in row) + "</tr>" for row in block.rows
                 )
                 out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
             elif isinstance(block, Figure):

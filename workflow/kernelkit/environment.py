@@ -1,4 +1,4 @@
-"""What the machine was when the numbers were taken.
+"""The environment stage: what the machine was when the numbers were taken.
 
 Every field is either a value or the string "unavailable: <reason>", so a reader can tell
 "not recorded" from "recorded as zero". NVML is optional: without it the clock fields say
@@ -7,6 +7,7 @@ why they are missing and the run goes on; without a GPU the capture fails.
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import os
 import platform
@@ -15,7 +16,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from kernelkit.results import canonical_hash
+from kernelkit.records import canonical_hash, read_json, write_record
 
 UNAVAILABLE = "unavailable: "
 
@@ -233,3 +234,21 @@ def _baseline_packages() -> dict[str, str]:
         reason = library.missing_reason(package)
         found[package] = f"{UNAVAILABLE}{reason}" if reason else library.version(package)
     return found
+
+
+def cmd_environment(args: argparse.Namespace) -> int:
+    run_config = read_json(args.config) if args.config else {}
+    record = capture(run_config)
+    write_record(args.output, record)
+    print(f"environment: {record['cuda']['device_name']}, driver {record['gpu']['driver_version']}, "
+          f"CuPy {record['cuda']['cupy_version']}")
+    if not record["nvml_available"]:
+        print(f"warning: {record['nvml_error']}; clock fields are unavailable", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("environment", help="record driver, device, clocks and host")
+    p.add_argument("--config", help="the run's config.json, hashed into the record")
+    p.add_argument("--output", required=True, help="where to write the environment record (JSON)")
+    p.set_defaults(func=cmd_environment)

@@ -16,7 +16,8 @@ from kernelkit import ceilings, sampler
 from kernelkit.tools import sanitizer_errors
 from kernelkit import document as doc
 from kernelkit.environment import is_unavailable
-from kernelkit.results import read_json, run_result_files, split_skipped
+from kernelkit.layout import run_result_files
+from kernelkit.records import read_json, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
 

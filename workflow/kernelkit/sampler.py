@@ -4,7 +4,9 @@ Snapshots before and after a target cannot see a clock drop in between; the samp
 and memory clocks, power, temperature and clock-event reasons every `interval_ms` on its own
 thread while the samples are taken. Each timing sample is then tagged from the trace points
 within one interval of its host-side window, so a reader can drop or count the samples a
-throttle touched. The tagging is plain Python, tested on the CPU.
+throttle touched. With a process watcher (kernelkit.foreign) each reading also records what
+other processes did on the GPU, and a sample near a reading that saw foreign work is tagged
+`foreign`. The tagging is plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 # Reasons that lower the clock under load. gpu_idle, applications_clocks_setting and
 # display_clock_setting describe a setting or an idle GPU, not a throttle of the timed work.
@@ -23,29 +25,43 @@ THROTTLE_REASONS = frozenset(
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    enabled: bool = True
-    interval_ms: float = 20.0
-    min_sm_clock_fraction: float = 0.9
-    wait_for_clock: bool = False
-    wait_timeout_s: float = 10.0
+    """The config's `sampler` section (schema: workflow/schemas/config.schema.yaml, which holds
+    the defaults and bounds); every timing and span record stores it under "sampler"."""
+
+    enabled: bool
+    interval_ms: float
+    min_sm_clock_fraction: float
+    wait_for_clock: bool
+    wait_timeout_s: float
+
+    @classmethod
+    def from_config(cls, sampler: Mapping[str, Any]) -> "SamplerSettings":
+        """From the validated `sampler` section; numbers as floats, as records have always held them."""
+        return cls(bool(sampler["enabled"]), float(sampler["interval_ms"]), float(sampler["min_sm_clock_fraction"]),
+                   bool(sampler["wait_for_clock"]), float(sampler["wait_timeout_s"]))
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
 
 
+SAMPLER_KEYS = tuple(SamplerSettings.__dataclass_fields__)
+
+
 class ClockSampler:
     """Context manager: reads NVML every interval on a daemon thread; `trace` holds the points."""
 
-    def __init__(self, nvml: Any, settings: SamplerSettings) -> None:
+    def __init__(self, nvml: Any, settings: SamplerSettings, watcher: Any = None) -> None:
         self.nvml = nvml
         self.settings = settings
+        # A kernelkit.foreign.ProcessWatcher, or None to record clocks only.
+        self.watcher = watcher
         self.trace: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kernelkit-nvml-sampler", daemon=True)
 
     def point(self) -> dict[str, Any]:
         snap = self.nvml.snapshot()
-        return {
+        point = {
             "t": time.time(),
             "sm_clock_mhz": snap["sm_clock_mhz"],
             "memory_clock_mhz": snap["memory_clock_mhz"],
@@ -53,6 +69,9 @@ class ClockSampler:
             "temperature_c": snap["temperature_c"],
             "reasons": snap["clock_event_reasons"],
         }
+        if self.watcher is not None:
+            point.update(self.watcher.read())
+        return point
 
     def _run(self) -> None:
         interval = self.settings.interval_ms / 1000.0
@@ -80,9 +99,12 @@ def tag_samples(
     sm_clock_max_mhz: Any,
 ) -> list[dict[str, Any]]:
     """Per sample: the trace points within one interval of its window, and whether any of them
-    showed a throttle reason or an SM clock below `min_sm_clock_fraction` of the maximum.
+    showed a throttle reason, an SM clock below `min_sm_clock_fraction` of the maximum, or
+    foreign work (a process other than the kit's busy on the GPU).
 
-    A sample no trace point covers gets None for both: unknown, not clean.
+    A sample no trace point covers gets None for all three: unknown, not clean. So does
+    `foreign` when no nearby reading could judge processes (no watcher, or NVML lacks
+    per-process utilisation).
     """
     margin = settings.interval_ms / 1000.0
     floor = settings.min_sm_clock_fraction * sm_clock_max_mhz if isinstance(sm_clock_max_mhz, (int, float)) else None
@@ -90,7 +112,7 @@ def tag_samples(
     for start, end in windows:
         near = [p for p in trace if start - margin <= p["t"] <= end + margin]
         if not near:
-            tags.append({"points": 0, "throttled": None, "low_clock": None})
+            tags.append({"points": 0, "throttled": None, "low_clock": None, "foreign": None})
             continue
         throttled = sorted({r for p in near if isinstance(p["reasons"], list) for r in p["reasons"] if r in THROTTLE_REASONS})
         clocks = [p["sm_clock_mhz"] for p in near if isinstance(p["sm_clock_mhz"], (int, float))]
@@ -100,13 +122,39 @@ def tag_samples(
             "reasons": throttled,
             "low_clock": (min(clocks) < floor) if clocks and floor is not None else None,
             "min_sm_clock_mhz": min(clocks) if clocks else None,
+            **_foreign_tag(near),
         })
     return tags
 
 
+def _foreign_tag(near: list[dict[str, Any]]) -> dict[str, Any]:
+    judged = [p["foreign_pids"] for p in near if isinstance(p.get("foreign_pids"), list)]
+    if not judged:
+        return {"foreign": None}
+    pids = sorted({pid for found in judged for pid in found})
+    return {"foreign": bool(pids), "foreign_pids": pids}
+
+
+def is_disturbed(tag: dict[str, Any]) -> bool:
+    """Whether a throttle reason, a low SM clock or foreign work touched the sample."""
+    return bool(tag["throttled"] or tag["low_clock"] or tag.get("foreign"))
+
+
 def disturbed(tags: list[dict[str, Any]]) -> list[int]:
-    """Indices of the samples a throttle reason or a low SM clock touched."""
-    return [i for i, tag in enumerate(tags) if tag["throttled"] or tag["low_clock"]]
+    """Indices of the samples a throttle reason, a low SM clock or foreign work touched."""
+    return [i for i, tag in enumerate(tags) if is_disturbed(tag)]
+
+
+def causes(tags: list[dict[str, Any]]) -> list[str]:
+    """What disturbed the tagged samples, in words a report can print: the throttle reasons,
+    'low SM clock' and 'foreign work (pids ...)', each only where a tag shows it."""
+    found = sorted({reason for tag in tags for reason in tag.get("reasons") or []})
+    if any(tag["low_clock"] for tag in tags):
+        found.append("low SM clock")
+    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])})
+    if pids:
+        found.append(f"foreign work (pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))})")
+    return found
 
 
 def wait_for_clock(

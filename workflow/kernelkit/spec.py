@@ -19,7 +19,7 @@ import numpy as np
 
 from kernelkit import KitError
 from kernelkit.inputs import PATTERNS
-from kernelkit.results import sha256_text
+from kernelkit.records import sha256_text
 
 Shape = tuple[int, ...]
 
@@ -183,16 +183,42 @@ def available(root: Path | None = None) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file())
 
 
+EMULATION_FILE = "emulation.py"
+
+
+def _module(name: str, path: Path) -> Any:
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def load_emulation(spec: KernelSpec) -> Callable[..., tuple[np.ndarray, np.ndarray | None]]:
+    """The kernel folder's CPU emulation (kernels/<name>/emulation.py): the CPU test suite's
+    stand-in for the GPU, never used on it.
+
+    `emulate(inputs, layout, control=None)` returns (output, unwritten): the kernel's arithmetic in
+    float32, and a boolean mask of output elements the kernel would leave unwritten (or None);
+    with `control`, the same for the mutated source. The tests check that it passes every
+    correctness case and that each control fails one, which shows the spec's tolerance is neither
+    too tight for FP32 nor loose enough to hide the bugs.
+    """
+    path = spec.folder / EMULATION_FILE
+    if not path.is_file():
+        raise KitError(f"kernels/{spec.name} has no {EMULATION_FILE}; every kernel folder carries its CPU emulation")
+    emulate = getattr(_module(f"kernelkit_kernels.{spec.name}_emulation", path), "emulate", None)
+    if not callable(emulate):
+        raise KitError(f"kernels/{spec.name}/{EMULATION_FILE} defines no emulate(inputs, layout, control=None)")
+    return emulate
+
+
 def load(name: str, root: Path | None = None) -> KernelSpec:
     root = kernels_dir() if root is None else root
     folder = root / name
     if not (folder / "spec.py").is_file():
         raise KitError(f"kernel '{name}' is not defined; allowed: {', '.join(available(root)) or '(none found in ' + str(root) + ')'}")
-    module_spec = importlib.util.spec_from_file_location(f"kernelkit_kernels.{name}", folder / "spec.py")
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    spec = getattr(module, "SPEC", None)
+    spec = getattr(_module(f"kernelkit_kernels.{name}", folder / "spec.py"), "SPEC", None)
     if not isinstance(spec, KernelSpec):
         raise KitError(f"kernels/{name}/spec.py defines no SPEC = KernelSpec(...)")
     if spec.name != name:

@@ -140,6 +140,14 @@ def placement_medians(samples: Sequence[float], sample_placement: Sequence[int] 
     return [median(groups[index]) for index in sorted(groups)]
 
 
+def geometric_mean(ratios: Sequence[float]) -> float:
+    """The mean of ratios on a log scale, where 2x slower and 2x faster cancel out (an arithmetic
+    mean of 2.0 and 0.5 would say 1.25x slower)."""
+    if not ratios or min(ratios) <= 0:
+        raise ValueError("a geometric mean needs at least one ratio, each above zero")
+    return math.exp(sum(map(math.log, ratios)) / len(ratios))
+
+
 def relative_range(values: Sequence[float]) -> float:
     """(max - min) / min: how much slower the slowest is than the fastest."""
     return max(values) / min(values) - 1.0

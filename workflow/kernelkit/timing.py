@@ -1,45 +1,81 @@
-"""The two timing views of the seeds: kernel time and span.
+"""The timing stage: kernel time of one kernel / shape / layout / repeat in its own process.
 
 Kernel time: CUDA-event time around one replay of a CUDA graph holding `launches` calls,
 divided by that count (seed 003's method). A call that cannot be captured (CuPy refuses to
 capture cuBLAS) is timed instead as `launches` back-to-back calls between two events, and
 the record says which method ran and why. `launches` is `launches_per_graph`, lowered for
-long calls so that one sample lasts at most `max_sample_ms`.
-
-Span: CUDA events around one warmed call, synchronised after each sample, so a span also
-holds the launch latency and any gap while the host submits the call's work (seed 000).
-Implementations take turns in rounds with a rotating order, so slow drift is spread.
+long calls so that one sample lasts at most `max_sample_ms`. (The span view is span.py.)
 
 Compilation, allocation, host-device copies, warm-up calls and graph construction all
-happen before the first event is recorded.
+happen before the first event is recorded. Nothing is timed whose correctness and negative
+controls did not pass on the same source (checks.require_checked).
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+from kernelkit import spec as specs
+from kernelkit import config as kit_config
+from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 
 Call = Callable[[], Any]
 
 
 @dataclass(frozen=True)
 class GraphReplayMethod:
-    warmup_launches: int = 20
-    launches_per_graph: int = 64
-    samples: int = 15
-    # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
-    untimed_replays: int = 1
-    max_sample_ms: float = 20.0
+    """How samples are taken; every field but the fixed `untimed_replays` comes from the config."""
+
+    warmup_launches: int
+    launches_per_graph: int
+    samples: int
+    max_sample_ms: float
     # Optional stopping rule: after `samples`, keep sampling until the median's relative
     # half-width falls below this, or a limit is reached. None: exactly `samples`.
-    stop_relative_spread: float | None = None
-    stop_max_seconds: float = 10.0
-    stop_max_samples: int = 200
+    stop_relative_spread: float | None
+    stop_max_seconds: float
+    stop_max_samples: int
+    # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
+    untimed_replays: int = 1
+
+    @classmethod
+    def from_timing(cls, timing: Mapping[str, Any]) -> "GraphReplayMethod":
+        """From the config's (validated) `timing` section or a slice of it."""
+        stop = timing.get("stop")
+        limits = stop or {key: kit_config.schema_default("timing", "stop", key) for key in ("max_seconds", "max_samples")}
+        return cls(timing["warmup_launches"], timing["launches_per_graph"], timing["samples"],
+                   float(timing["max_sample_ms"]), float(stop["relative_spread"]) if stop else None,
+                   float(limits["max_seconds"]), int(limits["max_samples"]))
 
     def describe(self) -> dict[str, Any]:
         return {"name": "cuda_graph_replay", **asdict(self)}
+
+
+# The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
+# the plan (which targets exist, in which order), not how one target is timed.
+TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements")
+# Placement i > 0 allocates i MiB more before its buffers, and every placement's buffers stay
+# allocated until the end: the schema's maximum of timing.placements bounds that memory.
+PLACEMENT_SHIFT_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class TimingSettings(kit_config.StageSettings):
+    """Everything the config says about how one timed target is sampled."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"timing": TIMING_KEYS, "sampler": SAMPLER_KEYS}
+    method: GraphReplayMethod
+    placements: int
+    sampler: SamplerSettings
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "TimingSettings":
+        return cls(GraphReplayMethod.from_timing(config["timing"]), config["timing"]["placements"],
+                   SamplerSettings.from_config(config["sampler"]))
 
 
 def stop_reason(samples: list[float], method: GraphReplayMethod, elapsed_s: float) -> str | None:
@@ -57,16 +93,6 @@ def stop_reason(samples: list[float], method: GraphReplayMethod, elapsed_s: floa
     if len(samples) >= method.stop_max_samples:
         return "sample_limit"
     return None
-
-
-@dataclass(frozen=True)
-class SpanMethod:
-    warmup_calls: int = 10
-    rounds: int = 3
-    samples_per_round: int = 100
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": "event_span_rotating_rounds", **asdict(self)}
 
 
 def launches_per_sample(per_call_us: float, method: GraphReplayMethod) -> int:
@@ -207,38 +233,153 @@ def graph_replay_samples(call: Call, method: GraphReplayMethod) -> list[float]:
     return samples
 
 
-def rotation(names: list[str], round_index: int) -> list[str]:
-    """Round r starts at the r-th implementation, so each one is first (and last) in turn."""
-    shift = round_index % len(names) if names else 0
-    return names[shift:] + names[:shift]
+def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict[str, Any],
+                    after: dict[str, Any]) -> dict[str, Any]:
+    """What every timing and span file records about the work and the device around the samples."""
+    from kernelkit import device
+
+    return {
+        "input_pattern": spec.timing_pattern,
+        "bytes_moved": spec.bytes_moved(shape),
+        "flops": spec.flops(shape),
+        "device_name": device.device_name(),
+        "started_utc": before["time_utc"],
+        "ended_utc": after["time_utc"],
+        "nvml_before": before,
+        "nvml_after": after,
+    }
 
 
-def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, list[dict[str, float]]]:
-    """Per implementation: {round, us, t0, t1} for every warmed single-call span (t0, t1: its host window)."""
-    import cupy as cp
+def timing_inputs(spec: specs.KernelSpec, shape_text: str) -> dict[str, Any]:
+    """The timing pattern's host inputs for one shape: the same arrays for every layout and process."""
+    from kernelkit.inputs import rng_for
 
-    from kernelkit.library import on_stream
+    shape = spec.parse_shape(shape_text)
+    return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
 
-    stream = cp.cuda.Stream(non_blocking=True)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    names = list(calls)
-    samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-    with on_stream(stream):
-        for name in names:
-            for _ in range(method.warmup_calls):
-                calls[name]()
-        stream.synchronize()
-        for round_index in range(method.rounds):
-            for name in rotation(names, round_index):
-                call = calls[name]
-                call()  # untimed: the turn starts after another implementation has used the caches
-                stream.synchronize()
-                for _ in range(method.samples_per_round):
-                    opened = time.time()
-                    start.record(stream)
-                    call()
-                    end.record(stream)
-                    end.synchronize()
-                    samples[name].append({"round": round_index, "us": _elapsed_us(start, end), "t0": opened,
-                                          "t1": time.time()})
-    return samples
+
+def inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
+    """The timing pattern's inputs for one shape, uploaded."""
+    from kernelkit import device
+
+    return spec.parse_shape(shape_text), device.upload(timing_inputs(spec, shape_text))
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    from kernelkit import checks, device, environment, sampler
+    from kernelkit.records import write_record
+    from kernelkit.stats import summarize
+
+    settings = TimingSettings.from_json(args.settings)
+    method = settings.method
+    spec = specs.load(args.kernel)
+    layout = spec.layout(args.layout)
+    shape = spec.parse_shape(args.shape)
+    identity = {
+        "kernel": spec.name,
+        "shape": args.shape,
+        "dims": dict(zip(spec.dims, shape)),
+        "layout": args.layout,
+        "layout_parameters": dict(layout),
+        "repeat": args.repeat,
+        # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
+        "order": {"seed": args.order_seed, "key": args.order_key},
+        # Only when above 1, so that runs with one placement compare equal to files written before the option.
+        "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
+    }
+    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls)
+    if skipped:
+        write_record(args.output, {**identity, "skipped": skipped})
+        print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
+        return 0
+
+    cp = device.cupy()
+    host_inputs = timing_inputs(spec, args.shape)
+    pads: list[Any] = []
+    # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
+    held: list[Any] = []
+
+    def placed(index: int) -> tuple[Any, dict[str, Any]]:
+        """The implementation on a fresh copy of the inputs; placement i > 0 first takes i MiB more
+        of the pool, so its buffers land elsewhere (where they land can change a time by 20%)."""
+        if index:
+            pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out)
+        cp.cuda.Device().synchronize()
+        return implementation, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
+                                "addresses": device.addresses({**buffers, "out": out})}
+
+    implementation, placement = placed(0)
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    flush = L2Flush() if args.cache == "cold" else None
+
+    def wait(keep_busy: Any) -> dict[str, Any]:
+        read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
+        return sampler.wait_for_clock(read_clock, sm_clock_max, settings.sampler, keep_busy)
+
+    samples: list[float] = []
+    windows: list[tuple[float, float]] = []
+    sample_placement: list[int] = []
+    placements = []
+    before = nvml.snapshot()
+    with sampler.ClockSampler(nvml, settings.sampler) as clocks:
+        for index in range(settings.placements):
+            if index:
+                held.append(implementation)
+                implementation, placement = placed(index)
+            got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
+            placement["samples"] = len(got)
+            placements.append(placement)
+            samples += got
+            windows += got_windows
+            sample_placement += [index] * len(got)
+    after = nvml.snapshot()
+    used = dict(placements[0]["method_used"])
+    if flush is not None:
+        used["flush"] = flush.describe()
+    tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max)
+
+    write_record(
+        args.output,
+        {
+            **identity,
+            "method_used": used,
+            "unit": "microseconds per launch",
+            "samples_us": samples,
+            "placements": placements,
+            "sample_placement": sample_placement,
+            "sampler": settings.sampler.describe(),
+            "sample_tags": tags,
+            "disturbed_samples": sampler.disturbed(tags),
+            "clock_trace": clocks.trace,
+            **implementation.record,
+            **measured_around(spec, shape, before, after),
+        },
+    )
+    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
+          f"{summarize(samples).median:.3f} us over {len(samples)} samples ({used['name']}, "
+          f"{used['launches_per_sample']} calls per sample); {len(clocks.trace)} clock readings, "
+          f"{len(sampler.disturbed(tags))} samples disturbed")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "time", help="kernel time of one kernel/shape/layout (CUDA-graph replay, else back-to-back events)")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
+    p.add_argument("--layout", required=True, help="one layout of the kernel")
+    p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
+    p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
+    kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
+    p.add_argument("--repeat", type=int, required=True, help="which repeat of the run this process is (from 1)")
+    p.add_argument("--order-seed", type=int, required=True, help="timing.order_seed, recorded with the order key")
+    p.add_argument("--order-key", type=int, required=True,
+                   help="this target's key in the seeded order of its repeat (kernelkit.config.order_key)")
+    p.add_argument("--cache", choices=("warm", "cold"), required=True,
+                   help="cold: evict L2 before every sample, which is then a single call")
+    p.set_defaults(func=cmd_time)

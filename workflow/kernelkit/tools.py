@@ -9,6 +9,7 @@ words; parsing the tools' output is plain text work, tested on the CPU.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import re
@@ -16,6 +17,9 @@ import shutil
 import subprocess
 import sys
 from typing import Any
+
+from kernelkit import KitError, spec as specs
+from kernelkit.records import write_record
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 NCU_METRICS = {
@@ -101,3 +105,74 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
         return {"skipped": f"ncu profiled nothing (exit {done.returncode}): "
                            + (refusal.group(0) if refusal else _tail(output, 3)), "tail": _tail(output)}
     return {"ncu_arguments": ncu_arguments, "program": program[1:], "launches": launches, "exit_code": done.returncode}
+
+
+def cmd_sanitize(args: argparse.Namespace) -> int:
+    spec = specs.load(args.kernel)
+    if spec.is_baseline(args.layout):
+        raise KitError(f"the sanitizer checks hand-written kernels; '{args.layout}' is a library baseline")
+    record = {"kernel": spec.name, "layout": args.layout, "source_sha256": spec.source_sha256(),
+              **sanitize(spec.name, args.layout)}
+    write_record(args.output, record)
+    if "skipped" in record:
+        print(f"sanitizer skipped: {record['skipped']}")
+    else:
+        print("; ".join(f"{tool}: {r['errors']} errors ({r['status']})" for tool, r in record["tools"].items()))
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    spec = specs.load(args.kernel)
+    spec.layout(args.layout)
+    spec.parse_shape(args.shape)
+    record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout,
+              **profile(spec.name, args.shape, args.layout)}
+    write_record(args.output, record)
+    print(f"profile skipped: {record['skipped']}" if "skipped" in record else
+          f"profiled {len(record['launches'])} kernel launches in one call")
+    return 0
+
+
+def cmd_profile_call(args: argparse.Namespace) -> int:
+    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop."""
+    from kernelkit import device, library
+    from kernelkit.timing import inputs_on_device
+
+    spec = specs.load(args.kernel)
+    spec.layout(args.layout)
+    cp = device.cupy()
+    shape, buffers = inputs_on_device(spec, args.shape)
+    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+    implementation = device.implementation(spec, args.layout, shape, buffers, out)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with library.on_stream(stream):
+        for _ in range(5):
+            implementation.call()
+        stream.synchronize()
+        cp.cuda.profiler.start()
+        implementation.call()
+        stream.synchronize()
+        cp.cuda.profiler.stop()
+    return 0
+
+
+TARGET_ARGUMENTS = {"--kernel": "a kernel folder under kernels/", "--shape": "one shape of the kernel, e.g. 512x128",
+                    "--layout": "one layout of the kernel (for the sanitizer, a hand-written one)"}
+
+
+def register(subparsers: Any) -> None:
+    commands = (
+        ("sanitize", "compute-sanitizer memcheck and racecheck over a layout's correctness cases", cmd_sanitize,
+         ("--kernel", "--layout"), "the sanitizer record"),
+        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile,
+         ("--kernel", "--shape", "--layout"), "the profile record"),
+        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call,
+         ("--kernel", "--shape", "--layout"), None),
+    )
+    for command, summary, func, target, output in commands:
+        p = subparsers.add_parser(command, help=summary)
+        for name in target:
+            p.add_argument(name, required=True, help=TARGET_ARGUMENTS[name])
+        if output:
+            p.add_argument("--output", required=True, help=f"where to write {output} (JSON)")
+        p.set_defaults(func=func)

@@ -4,6 +4,7 @@ import re
 import sys
 
 from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
 
 # The workflow reads its config with this checkout's kit; jobs run `python -m kernelkit`
 # from the environment the README's install command set up (`pip install -e .`).
@@ -11,35 +12,31 @@ sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
 from kernelkit import KitError
 from kernelkit import config as kit_config
+from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
-from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
+from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
+from kernelkit.span import SpanSettings
+from kernelkit.timing import TimingSettings
 
 try:
+    # One sentence naming the bad key and what is allowed, before Snakemake's own check.
     kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
 except KitError as error:
     raise WorkflowError(str(error)) from None
+# The schema holds every default; from here on each key the schema defaults is set.
+validate(config, "../schemas/config.schema.yaml", set_default=True)
 
 RUN = config["run"]
-TIMING = {"max_sample_ms": 20.0, "placements": 1, **config["timing"]}
-SAMPLER = {
-    "enabled": True,
-    "interval_ms": 20,
-    "min_sm_clock_fraction": 0.9,
-    "wait_for_clock": False,
-    "wait_timeout_s": 10,
-    **config.get("sampler", {}),
-}
+REPEATS = config["timing"]["repeats"]
 CACHES = kit_config.caches(config)
-SPAN = config.get("span")
 SPAN_KERNELS = kit_config.span_kernels(config)
-SPAN_REPEATS = SPAN.get("repeats", TIMING["repeats"]) if SPAN else 0
+SPAN_REPEATS = kit_config.span_repeats(config)
 KERNELS = config["kernels"]
-DIFF = {
-    "threshold": DIFF_THRESHOLD,
-    "confidence": DIFF_CONFIDENCE,
-    **config.get("diff", {}),
-}
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
+# One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
+TIMING_SETTINGS = TimingSettings.json_from_config(config)
+SPAN_SETTINGS = SpanSettings.json_from_config(config)
+CEILING_SETTINGS = CeilingSettings.json_from_config(config)
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
@@ -53,7 +50,7 @@ wildcard_constraints:
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
     view=r"timing|cold",
-    ceiling=r"copy|gemm|floor",
+    ceiling="|".join(CEILING_KINDS),
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
@@ -69,7 +66,6 @@ CEILING_PRIORITY = 2**39
 # kernel's checks passed, before checking the next kernel: the runs would be grouped by kernel
 # instead of following the shuffled plan (the committed run h200-full ran that way).
 CHECK_PRIORITY = 2**38
-CEILINGS = {"copy_bytes": 2**31, "gemm_n": 4096, **config.get("ceilings", {})}
 
 
 def checked_kernel(wildcards):
@@ -81,9 +77,14 @@ def checked_kernel(wildcards):
 
 
 def kernel_sources(wildcards):
-    """A kernel's whole folder: editing any of its files reruns exactly its targets."""
+    """A kernel's whole folder: editing any of its files reruns exactly its targets. The CPU
+    emulation is the test suite's, never run on the GPU, so editing it reruns nothing."""
     folder = SPECS[checked_kernel(wildcards)].folder
-    return sorted(os.path.relpath(path) for path in folder.iterdir() if path.is_file())
+    return sorted(
+        os.path.relpath(path)
+        for path in folder.iterdir()
+        if path.is_file() and path.name != kit_spec.EMULATION_FILE
+    )
 
 
 def checked_layout(wildcards):
@@ -97,12 +98,10 @@ def checked_layout(wildcards):
 
 
 def correctness_files(kernel):
-    return expand(
-        "results/{run}/correctness/{kernel}/{layout}.json",
-        run=RUN,
-        kernel=kernel,
-        layout=KERNELS[kernel]["layouts"],
-    )
+    return [
+        paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
+        for name in KERNELS[kernel]["layouts"]
+    ]
 
 
 def hand_written_layouts(kernel):
@@ -113,12 +112,10 @@ def hand_written_layouts(kernel):
 
 
 def control_files(kernel):
-    return expand(
-        "results/{run}/controls/{kernel}/{control}.json",
-        run=RUN,
-        kernel=kernel,
-        control=list(SPECS[kernel].mutations),
-    )
+    return [
+        paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
+        for control in SPECS[kernel].mutations
+    ]
 
 
 def checked_control(wildcards):
@@ -136,10 +133,8 @@ def timed_target(wildcards):
     checked_shape(wildcards)
     checked_layout(wildcards)
     repeat = int(wildcards.n)
-    if repeat > TIMING["repeats"]:
-        raise WorkflowError(
-            f"repeat {repeat} is beyond config key 'timing.repeats' ({TIMING['repeats']})"
-        )
+    if repeat > REPEATS:
+        raise WorkflowError(f"repeat {repeat} is beyond config key 'timing.repeats' ({REPEATS})")
     cache = "cold" if wildcards.view == "cold" else "warm"
     if cache not in CACHES:
         raise WorkflowError(
@@ -148,33 +143,13 @@ def timed_target(wildcards):
     return PLAN[(wildcards.kernel, wildcards.shape, wildcards.layout, repeat, cache)]
 
 
-def stop_arguments(wildcards):
-    stop = TIMING.get("stop")
-    if not stop:
-        return ""
-    return (
-        f"--stop-relative-spread {stop['relative_spread']} --stop-max-seconds {stop.get('max_seconds', 10)}"
-        f" --stop-max-samples {stop.get('max_samples', 200)}"
-    )
-
-
-def sampler_arguments(wildcards):
-    return " ".join(
-        [
-            f"--sampler-interval-ms {SAMPLER['interval_ms']}",
-            f"--min-sm-clock-fraction {SAMPLER['min_sm_clock_fraction']}",
-            f"--wait-timeout-s {SAMPLER['wait_timeout_s']}",
-            "" if SAMPLER["enabled"] else "--no-sampler",
-            "--wait-for-clock" if SAMPLER["wait_for_clock"] else "",
-        ]
-    ).strip()
-
-
 def timing_inputs(wildcards):
     timed_target(wildcards)
     return {
         "sources": kernel_sources(wildcards),
-        "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
+        "correctness": paths.path(
+            paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
+        ),
         "controls": control_files(wildcards.kernel),
     }
 
@@ -198,10 +173,20 @@ def profile_inputs(wildcards):
     checked_shape(wildcards)
     checked_layout(wildcards)
     return {
-        "correctness": f"results/{RUN}/correctness/{wildcards.kernel}/{wildcards.layout}.json",
+        "correctness": paths.path(
+            paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
+        ),
         "timing": [
-            f"results/{RUN}/timing/{wildcards.kernel}/{wildcards.shape}/{wildcards.layout}/rep{r}.json"
-            for r in range(1, TIMING["repeats"] + 1)
+            paths.path(
+                paths.TIMING,
+                run=RUN,
+                view=paths.timing_view("warm"),
+                kernel=wildcards.kernel,
+                shape=wildcards.shape,
+                layout=wildcards.layout,
+                n=repeat,
+            )
+            for repeat in range(1, REPEATS + 1)
             if "warm" in CACHES
         ],
     }
@@ -235,19 +220,18 @@ def span_arguments(wildcards, input):
     """--layout L --correctness F pairs, in the configured layout order."""
     layouts = KERNELS[wildcards.kernel]["layouts"]
     return " ".join(
-        f"--layout {layout} --correctness {path}"
-        for layout, path in zip(layouts, input.correctness)
+        f"--layout {name} --correctness {path}" for name, path in zip(layouts, input.correctness)
     )
 
 
 def span_priority(wildcards):
     """After every timed target of the same repeat, before any of the next."""
-    return (TIMING["repeats"] - checked_span(wildcards)) * 2**32
+    return (REPEATS - checked_span(wildcards)) * 2**32
 
 
 def span_files(kernel=None):
     return [
-        f"results/{RUN}/span/{name}/{shape}/rep{repeat}.json"
+        paths.path(paths.SPAN, run=RUN, kernel=name, shape=shape, n=repeat)
         for name in SPAN_KERNELS
         if kernel in (None, name)
         for shape in KERNELS[name]["shapes"]
@@ -261,47 +245,49 @@ def figure_inputs(wildcards):
 
 
 def timing_files(kernel=None, cache="warm"):
-    """Warm targets live under timing/, cold ones under cold/."""
-    folder = "timing" if cache == "warm" else "cold"
     return [
-        f"results/{RUN}/{folder}/{t.kernel}/{t.shape}/{t.layout}/rep{t.repeat}.json"
+        paths.path(
+            paths.TIMING,
+            run=RUN,
+            view=paths.timing_view(cache),
+            kernel=t.kernel,
+            shape=t.shape,
+            layout=t.layout,
+            n=t.repeat,
+        )
         for t in PLAN.values()
         if kernel in (None, t.kernel) and t.cache == cache
     ]
 
 
 def sanitizer_files():
-    if not config.get("sanitize", False):
+    if not config["sanitize"]:
         return []
     return [
-        f"results/{RUN}/sanitizer/{kernel}/{layout}.json"
+        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
         for kernel, entry in KERNELS.items()
-        for layout in entry["layouts"]
-        if not SPECS[kernel].is_baseline(layout)
+        for name in entry["layouts"]
+        if not SPECS[kernel].is_baseline(name)
     ]
 
 
 def profile_files():
-    if not config.get("profile", False):
+    if not config["profile"]:
         return []
     return [
-        f"results/{RUN}/profile/{kernel}/{shape}/{layout}.json"
+        paths.path(paths.PROFILE, run=RUN, kernel=kernel, shape=shape, layout=name)
         for kernel, entry in KERNELS.items()
         for shape in entry["shapes"]
-        for layout in entry["layouts"]
+        for name in entry["layouts"]
     ]
 
 
 def ceiling_files():
-    return expand(
-        "results/{run}/ceilings/{ceiling}.json",
-        run=RUN,
-        ceiling=["copy", "gemm", "floor"],
-    )
+    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in CEILING_KINDS]
 
 
 def all_targets():
-    targets = [f"results/{RUN}/environment.json", *ceiling_files()]
+    targets = [paths.path(paths.ENVIRONMENT, run=RUN), *ceiling_files()]
     for kernel in KERNELS:
         targets += correctness_files(kernel) + control_files(kernel)
     return (
@@ -312,8 +298,8 @@ def all_targets():
         + sanitizer_files()
         + profile_files()
         + [
-            f"results/{RUN}/summary.csv",
-            f"reports/{RUN}/report.md",
-            f"reports/{RUN}/report.html",
+            paths.path(paths.SUMMARY, run=RUN),
+            paths.path(paths.REPORT_MARKDOWN, run=RUN),
+            paths.path(paths.REPORT_HTML, run=RUN),
         ]
     )

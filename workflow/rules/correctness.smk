@@ -2,9 +2,9 @@ rule correctness:
     input:
         kernel_sources,
     output:
-        "results/{run}/correctness/{kernel}/{layout}.json",
+        paths.CORRECTNESS,
     log:
-        "results/{run}/logs/correctness/{kernel}/{layout}.log",
+        paths.log(paths.CORRECTNESS),
     priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
@@ -22,9 +22,9 @@ rule negative_control:
         sources=kernel_sources,
         correctness=lambda wildcards: correctness_files(wildcards.kernel),
     output:
-        "results/{run}/controls/{kernel}/{control}.json",
+        paths.CONTROL,
     log:
-        "results/{run}/logs/controls/{kernel}/{control}.log",
+        paths.log(paths.CONTROL),
     priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
@@ -43,15 +43,15 @@ rule negative_control:
 rule sanitize:
     input:
         sources=kernel_sources,
-        correctness="results/{run}/correctness/{kernel}/{layout}.json",
+        correctness=paths.CORRECTNESS,
     output:
         report(
-            "results/{run}/sanitizer/{kernel}/{layout}.json",
+            paths.SANITIZER,
             caption="../report/tools.rst",
             category="Optional tools",
         ),
     log:
-        "results/{run}/logs/sanitizer/{kernel}/{layout}.log",
+        paths.log(paths.SANITIZER),
     conda:
         "../../envs/kernelkit.yaml"
     resources:

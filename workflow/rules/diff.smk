@@ -1,15 +1,15 @@
 rule diff:
     input:
-        a="results/{a}/summary.csv",
-        b="results/{b}/summary.csv",
+        a=paths.path(paths.SUMMARY, run="{a}"),
+        b=paths.path(paths.SUMMARY, run="{b}"),
     output:
         markdown=report(
-            "reports/diff/{a}__vs__{b}/diff.md",
+            paths.DIFF_MARKDOWN,
             caption="../report/diff.rst",
             category="Diff",
         ),
         html=report(
-            "reports/diff/{a}__vs__{b}/diff.html",
+            paths.DIFF_HTML,
             caption="../report/diff.rst",
             category="Diff",
         ),
@@ -18,8 +18,8 @@ rule diff:
     conda:
         "../../envs/kernelkit.yaml"
     params:
-        threshold=DIFF["threshold"],
-        confidence=DIFF["confidence"],
+        threshold=config["diff"]["threshold"],
+        confidence=config["diff"]["confidence"],
     shell:
         "python -m kernelkit diff results/{wildcards.a} results/{wildcards.b}"
         " --threshold {params.threshold} --confidence {params.confidence}"

@@ -1,8 +1,8 @@
 rule run_config:
     output:
-        "results/{run}/config.json",
+        paths.CONFIG,
     log:
-        "results/{run}/logs/config.log",
+        paths.log(paths.CONFIG),
     priority: ENVIRONMENT_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
@@ -14,15 +14,15 @@ rule run_config:
 
 rule environment:
     input:
-        "results/{run}/config.json",
+        paths.CONFIG,
     output:
         report(
-            "results/{run}/environment.json",
+            paths.ENVIRONMENT,
             caption="../report/environment.rst",
             category="Environment",
         ),
     log:
-        "results/{run}/logs/environment.log",
+        paths.log(paths.ENVIRONMENT),
     priority: ENVIRONMENT_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
@@ -35,25 +35,19 @@ rule environment:
 rule ceiling:
     output:
         report(
-            "results/{run}/ceilings/{ceiling}.json",
+            paths.CEILING,
             caption="../report/ceiling.rst",
             category="Environment",
         ),
     log:
-        "results/{run}/logs/ceilings/{ceiling}.log",
+        paths.log(paths.CEILING),
     priority: CEILING_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
     params:
-        warmup=TIMING["warmup_launches"],
-        launches=TIMING["launches_per_graph"],
-        samples=TIMING["samples"],
-        max_sample_ms=TIMING["max_sample_ms"],
-        copy_bytes=CEILINGS["copy_bytes"],
-        gemm_n=CEILINGS["gemm_n"],
+        settings=CEILING_SETTINGS,
     shell:
-        "python -m kernelkit ceiling --kind {wildcards.ceiling} --warmup {params.warmup} --launches {params.launches}"
-        " --samples {params.samples} --max-sample-ms {params.max_sample_ms} --copy-bytes {params.copy_bytes}"
-        " --gemm-n {params.gemm_n} --output {output} > {log} 2>&1"
+        "python -m kernelkit ceiling --kind {wildcards.ceiling} --settings {params.settings:q}"
+        " --output {output} > {log} 2>&1"

@@ -3,12 +3,12 @@ rule summary:
         timing_files() + timing_files(cache="cold"),
     output:
         report(
-            "results/{run}/summary.csv",
+            paths.SUMMARY,
             caption="../report/summary.rst",
             category="Timings",
         ),
     log:
-        "results/{run}/logs/summary.log",
+        paths.log(paths.SUMMARY),
     conda:
         "../../envs/kernelkit.yaml"
     shell:
@@ -20,13 +20,13 @@ rule figure:
         figure_inputs,
     output:
         report(
-            "reports/{run}/figures/{kernel}.svg",
+            paths.FIGURE,
             caption="../report/figure.rst",
             category="Timings",
             subcategory="{kernel}",
         ),
     log:
-        "results/{run}/logs/figures/{kernel}.log",
+        paths.log(paths.FIGURE, "figures/{kernel}"),
     wildcard_constraints:
         # figures/clocks.svg is the clock figure's (a kernel folder cannot be named "clocks").
         # The lookahead reads past the wildcard: "$" is not honoured inside a constraint.
@@ -42,12 +42,12 @@ rule clock_figure:
         timing_files() + timing_files(cache="cold"),
     output:
         report(
-            "reports/{run}/figures/clocks.svg",
+            paths.CLOCK_FIGURE,
             caption="../report/clocks.rst",
             category="Timings",
         ),
     log:
-        "results/{run}/logs/figures/clocks.log",
+        paths.log(paths.CLOCK_FIGURE, "figures/clocks"),
     conda:
         "../../envs/kernelkit.yaml"
     shell:
@@ -56,8 +56,8 @@ rule clock_figure:
 
 rule report:
     input:
-        config="results/{run}/config.json",
-        environment="results/{run}/environment.json",
+        config=paths.CONFIG,
+        environment=paths.ENVIRONMENT,
         correctness=[correctness_files(kernel) for kernel in KERNELS],
         controls=[control_files(kernel) for kernel in KERNELS],
         timing=timing_files(),
@@ -66,22 +66,22 @@ rule report:
         ceilings=ceiling_files(),
         sanitizer=sanitizer_files(),
         profile=profile_files(),
-        summary="results/{run}/summary.csv",
-        figures=expand("reports/{{run}}/figures/{kernel}.svg", kernel=KERNELS),
-        clocks="reports/{run}/figures/clocks.svg",
+        summary=paths.SUMMARY,
+        figures=expand(paths.FIGURE, run="{run}", kernel=KERNELS),
+        clocks=paths.CLOCK_FIGURE,
     output:
         markdown=report(
-            "reports/{run}/report.md",
+            paths.REPORT_MARKDOWN,
             caption="../report/report.rst",
             category="Report",
         ),
         html=report(
-            "reports/{run}/report.html",
+            paths.REPORT_HTML,
             caption="../report/report.rst",
             category="Report",
         ),
     log:
-        "results/{run}/logs/report.log",
+        paths.log(paths.REPORT_MARKDOWN, "report"),
     conda:
         "../../envs/kernelkit.yaml"
     shell:

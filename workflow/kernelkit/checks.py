@@ -1,4 +1,5 @@
-"""Correctness of one kernel layout against its float64 reference.
+"""The checks stage: correctness of each kernel layout against its float64 reference, and the
+negative controls (mutated sources the checks must catch). Nothing is timed without both.
 
 Each case fills the output, and guard regions on both sides of it, with a sentinel NaN
 whose bit pattern no arithmetic produces, launches once, and then demands that every
@@ -8,12 +9,15 @@ element changed. The check itself (`check_case`) is plain NumPy so it is tested 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
+from kernelkit import KitError, spec as specs
 from kernelkit.inputs import rng_for
+from kernelkit.records import read_record, write_record
 from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
 
 # A signalling NaN with a recognisable payload: kernels produce quiet NaNs (0x7fc00000 and
@@ -177,3 +181,122 @@ def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None
         "failed_count": len(failed),
         "max_abs_error": max((case.max_abs_error for case in cases), default=0.0),
     }
+
+
+def _print_cases(cases: list[CaseResult]) -> None:
+    for case in cases:
+        mark = "ok  " if case.passed else "FAIL"
+        print(
+            f"{mark} {case.layout:>6} {case.shape:>8} {case.pattern:<12} max|err| {case.max_abs_error:.3e}"
+            f"  worst {case.worst_index}  {'' if case.passed else case.symptom}"
+        )
+
+
+def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
+    """Baseline layouts whose package cannot run here, with the reason; nothing else is skipped."""
+    from kernelkit import library
+
+    skipped = {}
+    for layout in layouts:
+        if spec.is_baseline(layout):
+            reason = library.missing_reason(spec.baselines[layout].package)
+            if reason:
+                skipped[layout] = reason
+    return skipped
+
+
+def cmd_correctness(args: argparse.Namespace) -> int:
+    spec = specs.load(args.kernel)
+    layouts = args.layout or list(spec.all_layouts)
+    for layout in layouts:
+        spec.layout(layout)
+    skipped = _skipped_baselines(spec, layouts)
+    for layout, reason in skipped.items():
+        print(f"skipped {layout}: {reason}")
+    layouts = [layout for layout in layouts if layout not in skipped]
+    cases = run_suite(spec, layouts) if layouts else []
+    _print_cases(cases)
+    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None}
+    failed = record["failed_count"]
+    if failed:
+        raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
+    if args.output:
+        write_record(args.output, {**record, "passed": bool(layouts)})
+    if layouts:
+        print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
+    return 0
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    spec = specs.load(args.kernel)
+    mutation = spec.mutation(args.control)
+    for layout in args.layout:
+        if spec.is_baseline(layout):
+            raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
+    cases = run_suite(spec, args.layout, args.control)
+    _print_cases(cases)
+    record = suite_record(spec, cases, args.control)
+    caught = [case for case in record["cases"] if not case["passed"]]
+    if not caught:
+        raise KitError(
+            f"negative control '{args.control}' of {spec.name} ({mutation.why}) passed all {len(cases)} correctness "
+            "cases: the checks cannot see this bug, so no timing will run"
+        )
+    first = caught[0]
+    if args.output:
+        write_record(
+            args.output,
+            {
+                **record,
+                "control": args.control,
+                "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
+                "layouts": args.layout,
+                "caught": True,
+                "caught_by": {key: first[key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")},
+            },
+        )
+    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases; first: {first['layout']} "
+          f"{first['shape']} {first['pattern']}: {first['symptom']}")
+    return 0
+
+
+def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> str | None:
+    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source.
+
+    Returns the reason when the layout was skipped (its library is missing here), else None.
+    """
+    record = read_record(correctness_file)
+    if layout in record.get("skipped", {}):
+        return record["skipped"][layout]
+    if not record.get("passed") or layout not in record.get("layouts", []):
+        raise KitError(f"{correctness_file} does not record a pass for layout '{layout}'; nothing will be timed")
+    if record["source_sha256"] != spec.source_sha256():
+        raise KitError(f"{correctness_file} was made from another version of {spec.source_path}; rerun correctness first")
+    checked = set()
+    for path in control_files:
+        control = read_record(path)
+        if not control.get("caught"):
+            raise KitError(f"{path} does not record the negative control as caught; nothing will be timed")
+        checked.add(control["control"])
+    missing = set(spec.mutations) - checked
+    if missing:
+        raise KitError(f"negative controls {', '.join(sorted(missing))} of {spec.name} have no result; nothing will be timed")
+    return None
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("correctness", help="run the correctness suite; exits non-zero when a case fails")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--layout", action="append", help="a layout of the kernel, repeatable; default: every layout")
+    p.add_argument("--output", help="where to write the correctness record (JSON); default: print only")
+    p.set_defaults(func=cmd_correctness)
+
+    p = subparsers.add_parser(
+        "control", help="run a negative control (a mutated build): exits 0 when the checks catch it, "
+                        "non-zero when they do NOT (then nothing may be timed)")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--control", required=True, help="a negative control named in the kernel's spec.py")
+    p.add_argument("--layout", action="append", required=True,
+                   help="a hand-written layout to build with the mutation, repeatable")
+    p.add_argument("--output", help="where to write the control record (JSON); default: print only")
+    p.set_defaults(func=cmd_control)

@@ -1,7 +1,10 @@
-"""Reading and writing result files.
+"""The record formats: writing and reading result files, and the readers of older versions.
 
 Every result is written to a temporary file in the same directory and renamed into
 place, so an interrupted job leaves either the old file, or nothing, never half a file.
+Every record the stages write carries `format_version`; `read_record` brings a record of
+any earlier version to the current one, here and nowhere else, so readers (summary, report,
+diff) see one format. Where each record lives is layout.py's business.
 """
 
 from __future__ import annotations
@@ -54,12 +57,42 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise KitError(f"result file {path} is not valid JSON ({error.msg} at line {error.lineno})") from None
 
 
-def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
-    """The result files of one kind ('timing', 'cold', 'span', 'correctness', 'controls', 'ceilings') in a run directory, sorted."""
-    pattern = {"timing": "timing/*/*/*/rep*.json", "cold": "cold/*/*/*/rep*.json", "span": "span/*/*/rep*.json",
-               "correctness": "correctness/*/*.json", "controls": "controls/*/*.json", "ceilings": "ceilings/*.json",
-               "sanitizer": "sanitizer/*/*.json", "profile": "profile/*/*/*.json"}
-    return sorted(Path(run_dir).glob(pattern[kind]))
+# 1: every record written before records carried a version (no `format_version` key).
+# 2: `format_version` added; nothing else changed.
+FORMAT_VERSION = 2
+
+
+def write_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Write one stage record, stamped with the current format version."""
+    write_json_atomic(path, {**record, "format_version": FORMAT_VERSION})
+
+
+def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """One record, brought to the current format version."""
+    return upgrade(read_json(path), path)
+
+
+def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
+    """A record of any known version in the current format; KitError for one from a newer kit.
+
+    What older timing records leave out and what it meant when they were written:
+    - no `method_used`: the event fallback did not exist yet; every sample was a graph replay
+      of `launches_per_graph` calls;
+    - no `method_used.cache`: cold-cache timing did not exist yet; warm;
+    - no `method_used.stopped_by`: the stopping rule did not exist yet; a fixed count.
+    A missing `disturbed_samples` stays missing: the sampler did not run, which is not zero.
+    """
+    version = record.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise KitError(f"{where} has format version {version!r}; this kit reads versions 1 to {FORMAT_VERSION}")
+    if version == 1 and "samples_us" in record and "order" in record:
+        used = dict(record.get("method_used", {}))
+        used.setdefault("name", "cuda_graph_replay")
+        used.setdefault("launches_per_sample", record["method"]["launches_per_graph"])
+        used.setdefault("cache", "warm")
+        used.setdefault("stopped_by", "fixed_count")
+        record = {**record, "method_used": used}
+    return {**record, "format_version": FORMAT_VERSION}
 
 
 def split_skipped(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -1,0 +1,264 @@
+"""Foreign-work detection on the CPU: a simulated device answers the NVML calls the kit makes
+(contexts, timestamped per-process utilisation, device utilisation) from processes with busy
+intervals, and the kit's readings, tags and summaries are computed from those answers."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+
+from kernelkit import foreign, gpulock, sampler
+
+SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
+SETTINGS = sampler.SamplerSettings(interval_ms=10)
+
+
+class NVMLError_NotFound(Exception):  # noqa: N801 - named as pynvml names it: the kit matches the name
+    pass
+
+
+class NVMLError_NotSupported(Exception):  # noqa: N801
+    pass
+
+
+class NVMLError(Exception):
+    """pynvml raises its base class with value 0 when the driver reports success and no samples."""
+
+    value = 0
+
+
+@dataclass
+class Sample:
+    pid: int
+    timeStamp: int  # noqa: N815 - NVML's field names
+    smUtil: int  # noqa: N815
+    memUtil: int = 0  # noqa: N815
+
+
+@dataclass
+class SimulatedDevice:
+    """Processes with contexts and busy intervals (unix seconds); the driver samples every `period_s`."""
+
+    busy: dict[int, list[tuple[float, float]]]
+    period_s: float = 0.02
+    per_process: bool = True
+    not_found_error: bool = True
+
+    def now(self) -> float:
+        return time.time()
+
+    def _util(self, pid: int, end: float) -> int:
+        start = end - self.period_s
+        overlap = sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.busy[pid])
+        return round(100 * overlap / self.period_s)
+
+    # The NVML functions the kit calls, with pynvml's signatures.
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
+        return [type("Process", (), {"pid": pid, "usedGpuMemory": 1 << 28}) for pid in self.busy]
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since_us):  # noqa: N802
+        if not self.per_process:
+            raise NVMLError_NotSupported("Not Supported")
+        first = math.floor(since_us / 1e6 / self.period_s) + 1
+        last = math.floor(self.now() / self.period_s)
+        ticks = [k * self.period_s for k in range(first - 1, last + 1) if int(k * self.period_s * 1e6) > since_us]
+        samples = [Sample(pid, int(t * 1e6), self._util(pid, t)) for t in ticks for pid in self.busy]
+        if not samples:
+            raise NVMLError_NotFound("Not Found") if self.not_found_error else NVMLError("NVML Error with code 0")
+        return samples
+
+    def nvmlDeviceGetUUID(self, handle):  # noqa: N802
+        return "GPU-simulated-0"
+
+    def nvmlDeviceGetUtilizationRates(self, handle):  # noqa: N802
+        end = math.floor(self.now() / self.period_s) * self.period_s
+        return type("Utilization", (), {"gpu": max((self._util(pid, end) for pid in self.busy), default=0), "memory": 0})
+
+
+class FakeNvml:
+    """kernelkit.environment.Nvml's surface over a simulated device."""
+
+    error = None
+    handle = "device-0"
+
+    def __init__(self, device: SimulatedDevice) -> None:
+        self.nvml = device
+
+    def read(self, getter):
+        return getter(self.nvml, self.handle)
+
+    def snapshot(self):
+        return {"sm_clock_mhz": 1980, "memory_clock_mhz": 3201, "power_draw_w": 300.0, "temperature_c": 40,
+                "clock_event_reasons": []}
+
+
+def test_judge_by_pid_ignores_idle_contexts_and_the_kit_itself():
+    samples = [{"pid": SELF, "sm_util": 97}, {"pid": WAITING_KIT, "sm_util": 0}, {"pid": OTHER, "sm_util": 40},
+               {"pid": PREVIOUS, "sm_util": 12}]
+    assert foreign.judge(samples, SELF, True, True, kit_pids=(PREVIOUS,)) == ([OTHER], "by_pid")
+    assert foreign.judge(samples[:2], SELF, True, True) == ([], "by_pid")
+
+
+def test_judge_by_count_when_this_pid_is_not_in_nvmls_pid_space():
+    one_busy = [{"pid": 77, "sm_util": 97}, {"pid": 78, "sm_util": 0}]
+    # While the kit computes, one busy process is the kit itself; while it is idle, it is someone else.
+    assert foreign.judge(one_busy, SELF, False, self_busy=True) == ([], "by_count")
+    assert foreign.judge(one_busy, SELF, False, self_busy=False) == ([77], "by_count")
+    two_busy = one_busy + [{"pid": 79, "sm_util": 5}]
+    assert foreign.judge(two_busy, SELF, False, self_busy=True) == ([77, 79], "by_count")
+    assert foreign.judge("unavailable: NVMLError_NotSupported", SELF, True, True) == (
+        None, "unavailable: NVMLError_NotSupported")
+
+
+def test_watcher_reads_only_new_samples_and_names_the_foreign_process():
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], WAITING_KIT: [], OTHER: [(t0 + 0.05, t0 + 10)]})
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    time.sleep(0.03)
+    first = watcher.read()
+    time.sleep(0.09)
+    second = watcher.read()
+    assert first["compute_pids"] == [SELF, WAITING_KIT, OTHER] and watcher.self_visible
+    # Every sample is newer than the previous reading's last one: nothing is counted twice.
+    assert min(s["t_us"] for s in second["processes"]) > max(s["t_us"] for s in first["processes"])
+    assert first["foreign_pids"] == [] and second["foreign_pids"] == [OTHER]
+    assert second["device_util_pct"] == 100 and second["foreign_rule"] == "by_pid"
+
+
+def test_the_previous_holders_last_period_is_not_judged_even_where_pids_cannot_be_told_apart():
+    """Earlier kit holders computed until they released; the first sample of each after the
+    acquisition still covers that work. It is recorded, never judged, pid or no pid."""
+    t0 = time.time()
+    period = 0.05
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], WAITING_KIT: [], OTHER: [(t0 + 0.3, t0 + 10)]}, period_s=period)
+    time.sleep(1.5 * period)
+    for self_visible_pid in (SELF, 1):  # 1: this process is not in NVML's pid space (a container)
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=self_visible_pid, since_unix_s=t0)
+        watcher.self_busy = False
+        first = watcher.read()
+        trailing = [s for s in first["processes"] if s["pid"] == PREVIOUS and s["sm_util"] > 0]
+        assert trailing and not any(s["judged"] for s in trailing)
+        assert first["foreign_pids"] == []
+    time.sleep(max(0.0, 0.3 + 2 * period - (time.time() - t0)))
+    later = watcher.read()
+    assert later["foreign_pids"] == [OTHER] and later["foreign_rule"] == "by_count"
+
+
+def test_no_new_sample_is_an_empty_reading_however_pynvml_says_it():
+    for not_found_error in (True, False):
+        device = SimulatedDevice({SELF: [], OTHER: []}, period_s=60, not_found_error=not_found_error)
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF)
+        watcher._last_us = int(time.time() * 1e6)  # past the last sample the device has
+        reading = watcher.read()
+        assert reading["processes"] == [] and reading["foreign_pids"] == []
+
+
+def test_a_sample_returned_twice_is_read_once():
+    """Were the driver to return the last sample again, its period would seem to start at itself."""
+    t0 = time.time()
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=0.02)
+    time.sleep(0.03)
+    samples = device.nvmlDeviceGetProcessUtilization(None, int((t0 - 0.5) * 1e6))
+    device.nvmlDeviceGetProcessUtilization = lambda handle, since_us: samples
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    watcher.self_busy = False
+    first, again = watcher.read(), watcher.read()
+    assert any(s["pid"] == PREVIOUS and s["sm_util"] > 0 for s in first["processes"])
+    assert again["processes"] == [] and again["foreign_pids"] == [] and first["foreign_pids"] == []
+
+
+def test_without_per_process_utilisation_the_reading_says_why_and_tags_stay_unknown():
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0, t0 + 10)]}, per_process=False)
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    reading = watcher.read()
+    assert reading["foreign_pids"] is None and reading["processes"].startswith("unavailable: NVMLError_NotSupported")
+    point = {"t": 1.0, "sm_clock_mhz": 1980, "reasons": [], **reading}
+    tag = sampler.tag_samples([(1.0, 1.001)], [point], SETTINGS, 1980)[0]
+    assert tag["foreign"] is None and not sampler.is_disturbed(tag)
+    summary = foreign.foreign_work([point], [tag], busy_before_pct=reading["device_util_pct"])
+    assert summary["processes"].startswith("unavailable: NVMLError_NotSupported") and summary["samples_disturbed"] is None
+    assert foreign.saw_foreign_work({"foreign_work": summary}) is None and foreign.saw_foreign_work({}) is None
+
+
+def test_samples_taken_while_another_process_computes_are_disturbed():
+    """The kit times for 0.4 s; another process computes from 0.15 s to 0.25 s of it."""
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [(t0, t0 + 1)], WAITING_KIT: [], OTHER: [(t0 + 0.15, t0 + 0.25)]})
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, kit_pids=(PREVIOUS,), since_unix_s=t0)
+    windows = []
+    with sampler.ClockSampler(FakeNvml(device), SETTINGS, watcher) as clocks:
+        while time.time() < t0 + 0.4:
+            opened = time.time()
+            time.sleep(0.004)
+            windows.append((opened, time.time()))
+    tags = sampler.tag_samples(windows, clocks.trace, SETTINGS, 1980)
+    disturbed = set(sampler.disturbed(tags))
+    mid = [(a + b) / 2 - t0 for a, b in windows]
+    # Well inside the foreign work: disturbed. Well outside (allowing one driver period and one
+    # sampler interval on each side): clean. Nothing is blamed on the kit's own busy context.
+    inside = {i for i, m in enumerate(mid) if 0.17 <= m <= 0.23}
+    outside = {i for i, m in enumerate(mid) if m <= 0.12 or m >= 0.30}
+    assert inside and inside <= disturbed
+    assert outside and not outside & disturbed
+    assert all(tags[i]["foreign_pids"] == [OTHER] for i in disturbed)
+    summary = foreign.foreign_work(clocks.trace, tags, busy_before_pct=0)
+    assert summary["processes"][0]["pid"] == OTHER and summary["processes"][0]["max_sm_util"] == 100
+    assert summary["samples_disturbed"] == len(disturbed) and summary["rule"] == "by_pid"
+    assert sampler.causes(tags) == [f"foreign work (pid {OTHER})"]
+    assert foreign.saw_foreign_work({"foreign_work": summary}) is True
+    clean = foreign.foreign_work(clocks.trace, [t for i, t in enumerate(tags) if i in outside], busy_before_pct=0)
+    assert clean["samples_disturbed"] == 0
+
+
+def test_wait_for_idle_waits_out_the_foreign_work_and_records_the_wait():
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [], OTHER: [(t0 - 1, t0 + 0.15)]})
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    assert waited["idle"] is True and 0.1 <= waited["waited_s"] < 1 and waited["polls"] >= 3
+    assert watcher.self_busy, "the watcher judges the timing that follows as the kit computing"
+
+
+def test_wait_for_idle_gives_up_at_the_timeout():
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [], OTHER: [(t0 - 1, t0 + 60)]})
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
+    waited = foreign.wait_for_idle(watcher, timeout_s=0.1, poll_s=0.02)
+    assert waited["idle"] is False and waited["waited_s"] >= 0.1 and waited["last_foreign_pids"] == [OTHER]
+
+
+def test_wait_for_idle_does_not_wait_on_what_it_cannot_see():
+    class Blind(FakeNvml):
+        error = "unavailable: NVML could not be used (NVMLError_LibraryNotFound)"
+
+    watcher = foreign.ProcessWatcher(Blind(SimulatedDevice({})), self_pid=SELF)
+    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    assert waited["idle"] is None and waited["polls"] == 1 and "LibraryNotFound" in waited["reason"]
+
+
+def test_previous_holder_pid_comes_from_the_lock_file_text():
+    assert foreign.previous_holder_pids({"pid": "4000", "host": "h"}) == (4000,)
+    assert foreign.previous_holder_pids({}) == ()
+
+
+def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
+    t0 = time.time()
+    me = os.getpid()
+    device = SimulatedDevice({me: [], OTHER: [(t0 - 1, t0 + 0.15)]})
+    settings = gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5, idle_poll_s=0.02)
+    clock = gpulock.JobClock()
+    with gpulock.exclusive_gpu(FakeNvml(device), None, settings, clock) as gpu:
+        assert gpu.busy_before_pct == 100 and gpu.idle_wait["idle"] is True
+        # The timing that follows: this process computes, the other one no longer does.
+        device.busy[me].append((time.time(), time.time() + 0.2))
+        time.sleep(0.1)
+        reading = gpu.watcher.read()
+        assert reading["foreign_pids"] == [] and reading["foreign_rule"] == "by_pid"
+        assert any(s["pid"] == me and s["sm_util"] > 0 and s["judged"] for s in reading["processes"])
+    record = clock.describe()
+    assert record["gpu_work"][0]["lock_path"].endswith("kernelkit-gpu-GPU-simulated-0.lock")
+    assert record["lock_held_s"] >= gpu.idle_wait["waited_s"] >= 0.1

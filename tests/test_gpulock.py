@@ -1,0 +1,217 @@
+"""The per-GPU lock with real flock across real processes: who waits, for how long, and what a
+killed holder leaves behind (nothing)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from kernelkit import KitError, gpulock
+
+KEY = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
+
+HOLDER = """
+import json, sys, time
+from pathlib import Path
+from kernelkit import gpulock
+with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as work:
+    Path(sys.argv[2]).write_text("held")
+    time.sleep(float(sys.argv[3]))
+print(json.dumps(work.describe()))
+"""
+
+
+@pytest.fixture
+def lock_dir(tmp_path, monkeypatch):
+    path = tmp_path / "locks"
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(path))
+    return path
+
+
+def start_holder(tmp_path: Path, hold_s: float) -> tuple[subprocess.Popen, Path]:
+    ready = tmp_path / f"ready-{time.monotonic_ns()}"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, KEY, str(ready), str(hold_s)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert holder.poll() is None, "the holder process ended before taking the lock"
+        assert time.monotonic() < deadline, "the holder never took the lock"
+        time.sleep(0.01)
+    return holder, ready
+
+
+def lock_is_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_second_process_waits_until_the_first_releases(lock_dir, tmp_path):
+    holder, _ = start_holder(tmp_path, hold_s=0.8)
+    asked = time.time()
+    with gpulock.gpu_work(KEY, gpulock.LockSettings()) as work:
+        pass
+    out, _ = holder.communicate(timeout=30)
+    held = json.loads(out)
+    # The waiter got the lock only after the holder let it go, and its record says it waited.
+    assert work.acquired_unix_s >= held["released_unix_s"]
+    assert work.contended and work.waited_s >= held["released_unix_s"] - asked - 0.05 > 0.3
+    assert work.previous_holder["pid"] == str(holder.pid)
+    assert held["held_s"] >= 0.8 and not held["contended"]
+
+
+JOB = """
+import json, sys, time
+from kernelkit import gpulock
+clock = gpulock.JobClock()
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all jobs reach the GPU together
+for _ in range(3):
+    time.sleep(0.02)  # the CPU side of the job, outside the lock
+    with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as work:
+        clock.add(work)
+        time.sleep(0.05)
+print(json.dumps(clock.describe()))
+"""
+
+
+def test_many_jobs_never_hold_the_gpu_at_once(lock_dir):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    start = str(time.time() + 1.5)
+    jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(4)]
+    records = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    stretches = sorted((w["acquired_unix_s"], w["released_unix_s"]) for r in records for w in r["gpu_work"])
+    assert len(stretches) == 12
+    assert all(released <= next_acquired for (_, released), (next_acquired, _) in zip(stretches, stretches[1:]))
+    # 12 holds of 50 ms in a row: together the jobs waited, and each job's wall time holds its own waits.
+    assert sum(r["lock_waited_s"] for r in records) > 0.1
+    assert all(r["wall_s"] >= r["lock_waited_s"] + r["lock_held_s"] for r in records)
+
+
+def test_a_killed_holder_releases_the_lock(lock_dir, tmp_path):
+    holder, _ = start_holder(tmp_path, hold_s=60)
+    path = lock_dir / gpulock.lock_name(KEY)
+    assert not lock_is_free(path)
+    killer = threading.Timer(0.5, lambda: os.kill(holder.pid, signal.SIGKILL))
+    killer.start()
+    with gpulock.gpu_work(KEY, gpulock.LockSettings()) as work:
+        assert holder.wait(timeout=5) == -signal.SIGKILL
+    killer.join()
+    assert work.contended and 0.3 < work.waited_s < 30
+    # The dead holder's text is still in the file, but the lock is free: the file is not the lock.
+    assert work.previous_holder["pid"] == str(holder.pid) and "released_unix_s" not in work.previous_holder
+    assert lock_is_free(path)
+
+
+def test_lock_dir_and_file_are_shared_with_every_user(tmp_path, monkeypatch):
+    path = tmp_path / "a" / "locks"
+    monkeypatch.delenv(gpulock.LOCK_DIR_VARIABLE, raising=False)
+    old = os.umask(0o077)
+    try:
+        with gpulock.gpu_work(KEY, gpulock.LockSettings(dir=str(path))) as work:
+            assert not lock_is_free(Path(work.lock_path))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o1777
+    assert stat.S_IMODE(Path(work.lock_path).stat().st_mode) == 0o666
+    assert Path(work.lock_path).name == f"kernelkit-gpu-{KEY}.lock" and Path(work.lock_path).parent == path
+
+
+def test_environment_variable_wins_over_config(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path / "from-env"))
+    assert gpulock.LockSettings(dir=str(tmp_path / "from-config")).lock_dir() == tmp_path / "from-env"
+    monkeypatch.delenv(gpulock.LOCK_DIR_VARIABLE)
+    assert gpulock.LockSettings(dir=str(tmp_path / "from-config")).lock_dir() == tmp_path / "from-config"
+    assert gpulock.LockSettings().lock_dir() == Path(gpulock.DEFAULT_LOCK_DIR)
+
+
+def test_an_unusable_lock_dir_is_one_sentence(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(blocker / "locks"))
+    with pytest.raises(KitError, match="cannot be created"):
+        with gpulock.gpu_work(KEY, gpulock.LockSettings()):
+            pass
+
+
+def test_nested_work_in_one_process_does_not_wait_on_itself(lock_dir):
+    with gpulock.gpu_work(KEY, gpulock.LockSettings()) as outer:
+        with gpulock.gpu_work(KEY, gpulock.LockSettings()) as inner:
+            assert inner.nested and inner.waited_s == 0.0
+        assert not lock_is_free(Path(outer.lock_path))
+    assert not outer.nested and lock_is_free(Path(outer.lock_path))
+
+
+def test_disabled_lock_runs_unlocked_and_says_so(lock_dir):
+    with gpulock.gpu_work(KEY, gpulock.LockSettings(enabled=False)) as work:
+        pass
+    assert not work.enabled and not lock_dir.exists()
+
+
+def test_job_clock_sums_the_waits(lock_dir, tmp_path):
+    clock = gpulock.JobClock()
+    holder, _ = start_holder(tmp_path, hold_s=0.4)
+    with gpulock.gpu_work(KEY, gpulock.LockSettings()) as first:
+        clock.add(first)
+        time.sleep(0.05)
+    holder.communicate(timeout=30)
+    with gpulock.gpu_work(KEY, gpulock.LockSettings()) as second:
+        clock.add(second)
+    record = clock.describe()
+    assert record["lock_waited_s"] == pytest.approx(first.waited_s + second.waited_s, abs=1e-5)
+    assert first.waited_s > 0.2 and record["lock_held_s"] >= 0.05
+    # Wall time runs from the process's start, so it holds the waits, the holds and the imports.
+    assert record["wall_s"] >= record["lock_waited_s"] + record["lock_held_s"]
+    assert [w["held_s"] for w in record["gpu_work"]] == [first.held_s, second.held_s]
+
+
+def test_gpu_key_prefers_the_uuid_and_falls_back_to_the_bus_id():
+    class Nvml:
+        error = None
+
+        def __init__(self, uuid):
+            self.uuid = uuid
+
+        def read(self, getter):
+            return self.uuid
+
+    assert gpulock.gpu_key(Nvml(KEY), "0000:19:00.0") == KEY
+    assert gpulock.gpu_key(Nvml("unavailable: NVMLError_NoPermission"), "0000:19:00.0") == "pci-0000:19:00.0"
+    with pytest.raises(KitError, match="cannot be locked"):
+        gpulock.gpu_key(Nvml("unavailable: x"), None)
+    assert gpulock.lock_name("GPU-a/b c") == "kernelkit-gpu-GPU-a_b_c.lock"
+    with pytest.raises(KitError):
+        gpulock.lock_name("..")
+
+
+def test_lock_options_become_settings_and_bad_values_are_one_sentence():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    gpulock.add_arguments(parser)
+    assert gpulock.settings_from_args(parser.parse_args([])) == gpulock.LockSettings()
+    chosen = gpulock.settings_from_args(parser.parse_args(["--lock-dir", "/x", "--wait-for-idle", "--idle-timeout-s", "5"]))
+    assert chosen == gpulock.LockSettings(dir="/x", wait_for_idle=True, idle_timeout_s=5.0)
+    assert not gpulock.settings_from_args(parser.parse_args(["--no-gpu-lock"])).enabled
+    with pytest.raises(KitError, match="--idle-timeout-s must be"):
+        gpulock.settings_from_args(parser.parse_args(["--idle-timeout-s", "0"]))
+    with pytest.raises(KitError, match="--idle-poll-s must be"):
+        gpulock.settings_from_args(parser.parse_args(["--idle-poll-s", "60"]))
+    assert gpulock.LockSettings.from_config({"dir": "/y", "enabled": False}) == gpulock.LockSettings(False, "/y")

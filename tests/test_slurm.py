@@ -1,0 +1,238 @@
+"""The workflow on a real SLURM cluster through workflow/profiles/slurm (issue 14).
+
+.ci/slurm-up.sh starts a single-node cluster whose two GPUs are stand-in device files. On it the CPU
+stages must complete through sbatch (the report of a committed run and the diff of two committed
+runs, identical to the committed files), and GPU jobs must be submitted asking SLURM for one GPU per
+allocation (read back from slurmctld with scontrol, since there is no accounting database) and fail
+there with the kit's one sentence. Everything runs in a copy of the repository under tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import yaml
+
+from conftest import REPO, job_counts, snakemake
+
+RUN, OTHER = "h200-q-on", "h200-q-off"
+DIFF_TARGET = f"reports/diff/{RUN}__vs__{OTHER}/diff.md"
+TIMED_SHAPE = ("rmsnorm", "512x128")
+# The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".
+NO_GPU_SENTENCE = re.compile(
+    r"^kernelkit (environment|time): (CuPy is not installed|no usable NVIDIA GPU or driver|no NVIDIA GPU is visible)"
+)
+
+
+def slurm_unavailable_reason() -> str | None:
+    """Why no SLURM cluster can take jobs here, or None when one node is idle."""
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        return "SLURM is not installed (no sinfo/sbatch on PATH); .ci/run starts a single-node cluster"
+    try:
+        done = subprocess.run(["sinfo", "--noheader", "--format=%T"], capture_output=True, text=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer within 20 s"
+    states = done.stdout.split()
+    if done.returncode != 0 or "idle" not in states:
+        answer = (done.stderr.strip() or " ".join(states) or "no nodes").splitlines()[0]
+        return f"no idle SLURM node ({answer}); .ci/run starts a single-node cluster"
+    return None
+
+
+SLURM_UNAVAILABLE = slurm_unavailable_reason()
+needs_slurm = pytest.mark.skipif(SLURM_UNAVAILABLE is not None, reason=f"SLURM test skipped: {SLURM_UNAVAILABLE}")
+
+
+@dataclass
+class ClusterRun:
+    """One snakemake invocation through the SLURM executor and what SLURM recorded about its jobs."""
+
+    returncode: int
+    seconds: float
+    output: str
+    sbatch_lines: list[str]
+    records: dict[str, dict[str, str]]  # SLURM job id -> scontrol's fields
+
+
+def copy_repository(target: Path) -> None:
+    """The workflow, kernels, config and the two committed runs, with results newer than sources.
+
+    The quality-check config becomes the copy's config/config.yaml: Snakemake 9.27 does not pass
+    --replace-workflow-config on to the jobs it submits, which would then merge config/config.yaml in.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", ".snakemake")
+    for name in ("Snakefile", "pyproject.toml"):
+        shutil.copy2(REPO / name, target / name)
+    for name in ("workflow", "config", "kernels", "envs"):
+        shutil.copytree(REPO / name, target / name, symlinks=True, ignore=ignore)
+    (target / "profiles").symlink_to("workflow/profiles")
+    shutil.copy2(REPO / "config" / "quality-check.yaml", target / "config" / "config.yaml")
+    for run in (RUN, OTHER):
+        shutil.copytree(REPO / "results" / run, target / "results" / run, ignore=ignore)
+    # A fresh clone gives every file its checkout time in no particular order; the committed
+    # results must not look older than the kernel sources they were made from.
+    sources_time = os.stat(target / "Snakefile").st_mtime - 3600
+    for folder in ("workflow", "config", "kernels"):
+        for path in (target / folder).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                os.utime(path, (sources_time, sources_time))
+    for path in (target / "results").rglob("*"):
+        if path.is_file():
+            os.utime(path, None)
+
+
+def scontrol_record(job_id: str) -> dict[str, str]:
+    """slurmctld's record of a job (kept MinJobAge seconds after it ends), as field -> value."""
+    done = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0, f"scontrol show job {job_id}: {done.stderr}"
+    return dict(re.findall(r"(\w[\w/:]*)=(\S*)", done.stdout))
+
+
+def run_on_cluster(copy: Path, *args: str) -> ClusterRun:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(copy / "workflow"),
+        "KERNELKIT_KERNELS": str(copy / "kernels"),
+    }
+    exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+    command = [
+        exe,
+        "--workflow-profile", "workflow/profiles/slurm",
+        # A small cluster answers at once; the plugin's default first check comes after 40 s.
+        "--slurm-init-seconds-before-status-checks", "2",
+        "--config", f"run={RUN}",
+        "--verbose",
+        *args,
+    ]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=400)
+    seconds = time.monotonic() - started
+    output = done.stdout + done.stderr
+    sbatch_lines = re.findall(r"^sbatch call: (.*)$", output, re.MULTILINE)
+    job_ids = re.findall(r"has been submitted with SLURM jobid (\d+)", output)
+    return ClusterRun(done.returncode, seconds, output, sbatch_lines, {job: scontrol_record(job) for job in job_ids})
+
+
+def shown_sbatch(line: str) -> str:
+    """An sbatch line up to the command it wraps (which is Snakemake's own, very long)."""
+    return line.split(" --wrap=")[0]
+
+
+@dataclass
+class ClusterRuns:
+    copy: Path
+    cpu: ClusterRun
+    gpu: ClusterRun
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> ClusterRuns:
+    copy = tmp_path_factory.mktemp("slurm") / "repo"
+    copy.mkdir()
+    copy_repository(copy)
+    cpu = run_on_cluster(copy, f"reports/{RUN}/report.md", DIFF_TARGET)
+    timed = [
+        f"results/{RUN}/timing/{TIMED_SHAPE[0]}/{TIMED_SHAPE[1]}/{layout}/rep{n}.json"
+        for layout in ("t32", "t256")
+        for n in (1, 2)
+    ]
+    gpu_targets = [f"results/{RUN}/environment.json", *timed]
+    gpu = run_on_cluster(copy, "--keep-going", "--forcerun", *gpu_targets, "--", *gpu_targets)
+    for name, run in (("CPU", cpu), ("GPU", gpu)):
+        print(f"{name} run: {run.seconds:.0f} s of Snakemake, sbatch lines:")
+        for line in run.sbatch_lines:
+            print("  " + shown_sbatch(line))
+    return ClusterRuns(copy, cpu, gpu)
+
+
+@needs_slurm
+def test_cpu_stages_complete_through_sbatch_and_rebuild_the_committed_report_and_diff(cluster):
+    cpu = cluster.cpu
+    assert cpu.returncode == 0, cpu.output[-3000:]
+    # Only the CPU rules: the committed run's checks and timings are reused, not redone.
+    assert job_counts(cpu.output) == {"clock_figure": 1, "diff": 1, "figure": 2, "report": 1, "total": 5}
+    assert len(cpu.sbatch_lines) == 5 and len(cpu.records) == 5
+    for record in cpu.records.values():
+        assert record["JobState"] == "COMPLETED"
+        assert "gpu" not in record.get("TresPerJob", "")
+    copy = cluster.copy
+    for path in (f"reports/{RUN}/report.md", DIFF_TARGET):
+        assert (copy / path).read_text() == (REPO / path).read_text(), path
+
+
+@needs_slurm
+def test_gpu_jobs_ask_slurm_for_one_gpu_per_allocation_and_one_allocation_per_kernel_shape(cluster):
+    gpu = cluster.gpu
+    assert gpu.returncode != 0  # no GPU on this node
+    assert all("--gpus=1" in line.split(" --wrap=")[0] for line in gpu.sbatch_lines), gpu.sbatch_lines
+    # The environment and one group holding all four timings of rmsnorm 512x128: two allocations.
+    assert len(gpu.sbatch_lines) == 2 and len(gpu.records) == 2
+    kernel, shape = TIMED_SHAPE
+    group = [line for line in gpu.sbatch_lines if f"group_timed-{kernel}-{shape}" in line]
+    assert len(group) == 1 and group[0].count("'timing:run=") == 4
+    for record in gpu.records.values():
+        assert record["TresPerJob"] == "gres:gpu:1"
+        assert record["JobState"] == "FAILED"
+    comments = sorted(record["Comment"] for record in gpu.records.values())
+    assert comments == ["rule_environment_environment", f"rule_timed-{kernel}-{shape}_timing"]
+
+
+@needs_slurm
+def test_gpu_jobs_fail_on_the_gpu_less_node_with_the_kits_one_sentence(cluster):
+    logs = cluster.copy / "results" / RUN / "logs"
+    environment = (logs / "environment.log").read_text().strip()
+    assert NO_GPU_SENTENCE.match(environment) and len(environment.splitlines()) == 1, environment
+    kernel, shape = TIMED_SHAPE
+    timing_logs = [path.read_text().strip() for path in (logs / "timing" / kernel / shape).glob("*/rep*.log")]
+    ran = [text for text in timing_logs if text]
+    # The group stops at its first failure; every timing that ran said why in one line.
+    assert ran, "no timing job of the group wrote its log"
+    for text in ran:
+        assert NO_GPU_SENTENCE.match(text) and len(text.splitlines()) == 1, text
+
+
+def planned_groups(dry_run: str) -> dict[str | None, list[tuple[str, dict[str, str]]]]:
+    """Group name (None: submitted alone) -> its jobs as (rule, wildcards), from a dry run's listing."""
+    groups: dict[str | None, list[tuple[str, dict[str, str]]]] = {}
+    for block in re.split(r"^\[[^\]\n]+\]", dry_run, flags=re.MULTILINE)[1:]:
+        header = re.match(r" Group job (\S+)", block)
+        name = header.group(1) if header else None
+        for rule, wildcards in re.findall(r"^\s*rule (\w+):\n(?:.*\n)*?\s*wildcards: (.*)$", block, re.MULTILINE):
+            pairs = dict(pair.split("=", 1) for pair in wildcards.split(", "))
+            groups.setdefault(name, []).append((rule, pairs))
+    return groups
+
+
+def test_profile_puts_every_timing_of_a_kernel_shape_in_one_group_and_checks_per_kernel():
+    """The default config's whole run as the SLURM profile would submit it (a dry run, no cluster)."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    done = snakemake("--workflow-profile", "workflow/profiles/slurm", "-n", "--config", "run=slurm-dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    groups = planned_groups(done.stdout + done.stderr)
+    expected_groups = {f"timed-{kernel}-{shape}" for kernel, entry in config["kernels"].items() for shape in entry["shapes"]}
+    expected_groups |= {f"checks-{kernel}" for kernel in config["kernels"]} | {"environment"}
+    assert set(groups) - {None} == expected_groups
+    for name, jobs in groups.items():
+        for rule, wildcards in jobs:
+            if rule in ("timing", "span", "profile"):
+                assert name == f"timed-{wildcards['kernel']}-{wildcards['shape']}", (rule, wildcards)
+            elif rule in ("correctness", "negative_control", "sanitize"):
+                assert name == f"checks-{wildcards['kernel']}", (rule, wildcards)
+            elif rule in ("environment", "ceiling"):
+                assert name == "environment", (rule, wildcards)
+            else:
+                assert name is None, (rule, name)
+    repeats = config["timing"]["repeats"]
+    for kernel, entry in config["kernels"].items():
+        for shape in entry["shapes"]:
+            timings = [job for job in groups[f"timed-{kernel}-{shape}"] if job[0] == "timing"]
+            assert len(timings) == len(entry["layouts"]) * repeats, (kernel, shape)

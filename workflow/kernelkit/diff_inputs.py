@@ -1,0 +1,159 @@
+"""The result files a diff reads, checked before any number is computed from them.
+
+A diff gates CI, so a file it cannot use must stop it with one sentence naming that file
+(exit 2), never turn into a verdict: a NaN sample would make the ratio NaN and the verdict
+SAME, a string sample would crash the bootstrap. Every field the diff reads is checked here;
+fields it only displays are read defensively where they are used.
+
+Fields about foreign GPU work and cards are optional (records of older kits lack them) and
+read defensively:
+- `foreign_work` (any truthy value) on a timing record, or a truthy `foreign` in any entry of
+  its `sample_tags`: the process saw another process's work on its GPU;
+- `disturbed_samples`: a list of sample indices tagged throttled or low-clock by the sampler;
+- `gpu_uuid`, else `gpu_index`, on a timing record: the card that target ran on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelkit import KitError
+from kernelkit.layout import run_result_files
+from kernelkit.records import read_json
+
+TimingKey = tuple[str, str, str, int]
+
+
+@dataclass
+class RunFiles:
+    dir: Path
+    environment: dict[str, Any]
+    correctness: dict[tuple[str, str], dict[str, Any]]
+    controls: dict[tuple[str, str], dict[str, Any]]
+    timings: dict[TimingKey, dict[str, Any]]
+
+
+def read_object(path: Path, what: str) -> dict[str, Any]:
+    """A result file that must hold a JSON object; KitError naming the file for anything else."""
+    try:
+        record = read_json(path)
+    except KitError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise KitError(f"{what} {path} cannot be read ({type(error).__name__}: {error})") from None
+    if not isinstance(record, dict):
+        raise KitError(f"{what} {path} holds a JSON {type(record).__name__}, not the object a {what} holds")
+    return record
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _text_field(record: dict[str, Any], key: str, path: Path, what: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str) or not value:
+        raise KitError(f"{what} {path} needs a non-empty text field '{key}', not {value!r:.60}")
+    return value
+
+
+# Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or
+# absurd values are broken files, and bounding them keeps every ratio of two medians finite.
+SAMPLE_RANGE_US = (1e-9, 1e12)
+
+
+def check_samples(samples: Any, path: Path) -> list[float]:
+    """Samples a ratio can be taken of: a non-empty list of finite numbers above zero."""
+    if not isinstance(samples, list) or not samples:
+        raise KitError(f"timing file {path} needs 'samples_us' to be a non-empty list of numbers, not {samples!r:.60}")
+    low, high = SAMPLE_RANGE_US
+    for index, value in enumerate(samples):
+        if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
+            raise KitError(f"timing file {path} holds sample {index} = {value!r:.40}; every sample must be a finite "
+                           f"number of microseconds from {low:g} to {high:g}")
+    return samples
+
+
+def timing_key(record: dict[str, Any], path: Path) -> TimingKey:
+    kernel, shape, layout = (_text_field(record, key, path, "timing file") for key in ("kernel", "shape", "layout"))
+    repeat = record.get("repeat")
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise KitError(f"timing file {path} needs 'repeat' to be an integer >= 1, not {repeat!r:.40}")
+    return kernel, shape, layout, repeat
+
+
+def saw_foreign_work(record: dict[str, Any]) -> bool:
+    """Whether the process timing this record saw another process's work on its GPU."""
+    if record.get("foreign_work"):
+        return True
+    tags = record.get("sample_tags")
+    return isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags)
+
+
+def disturbed_count(record: dict[str, Any]) -> int:
+    disturbed = record.get("disturbed_samples")
+    return len(disturbed) if isinstance(disturbed, list) else 0
+
+
+def card(record: dict[str, Any]) -> str | None:
+    """The card a target ran on, where its record says: the UUID, else the index on its host."""
+    uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
+    if isinstance(uuid, str) and uuid:
+        return uuid
+    if isinstance(index, int) and not isinstance(index, bool):
+        return f"GPU index {index}"
+    return None
+
+
+def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:
+    timings: dict[TimingKey, dict[str, Any]] = {}
+    found_in: dict[TimingKey, Path] = {}
+    for path in run_result_files(root, "timing"):
+        record = read_object(path, "timing file")
+        if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
+            continue
+        key = timing_key(record, path)
+        if (*path.parts[-4:-1], path.stem) != (*key[:3], f"rep{key[3]}"):
+            raise KitError(f"timing file {path} records {' '.join(key[:3])} rep{key[3]}, not the target its path names")
+        check_samples(record.get("samples_us"), path)
+        if key in timings:
+            raise KitError(f"timing files {found_in[key]} and {path} both record {' '.join(key[:3])} rep{key[3]}")
+        timings[key], found_in[key] = record, path
+    if not timings:
+        raise KitError(f"run directory {root} holds no timing files (timing/<kernel>/<shape>/<layout>/rep<n>.json)")
+    return timings
+
+
+def _correctness(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    found = {}
+    for path in run_result_files(root, "correctness"):
+        record = read_object(path, "correctness file")
+        kernel = _text_field(record, "kernel", path, "correctness file")
+        layouts = record.get("layouts", [])
+        if not isinstance(layouts, list) or not all(isinstance(layout, str) for layout in layouts):
+            raise KitError(f"correctness file {path} needs 'layouts' to be a list of layout names, not {layouts!r:.60}")
+        found.update({(kernel, layout): record for layout in layouts})
+    return found
+
+
+def _controls(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    found = {}
+    for path in run_result_files(root, "controls"):
+        record = read_object(path, "control file")
+        found[(_text_field(record, "kernel", path, "control file"), _text_field(record, "control", path, "control file"))] = record
+    return found
+
+
+def load_run(path: str | Path) -> RunFiles:
+    """Every result file of a run directory; KitError naming the directory or file that is unusable."""
+    root = Path(path)
+    if root.is_file():
+        raise KitError(f"{root} is a file, not a run directory (results/<run>)")
+    if not root.is_dir():
+        raise KitError(f"run directory {root} does not exist")
+    timings = _timings(root)
+    return RunFiles(dir=root, environment=read_object(root / "environment.json", "environment file"),
+                    correctness=_correctness(root), controls=_controls(root), timings=timings)

@@ -1,0 +1,209 @@
+"""Foreign work on the GPU: another process computing while the kit times.
+
+The per-GPU lock (kernelkit.gpulock) keeps kit processes from timing each other, but not a
+training job, another user's benchmark or a second kit with another lock directory. NVML
+sees them: `nvmlDeviceGetComputeRunningProcesses` lists every context on the device, and
+`nvmlDeviceGetProcessUtilization` gives each process's SM utilisation in timestamped samples.
+
+Presence is not work: kit processes waiting for the lock hold idle contexts, and so does the
+previous holder for a moment after it released. So a process is foreign only when it *did*
+something (SM utilisation above zero) and is neither this process nor the previous holder.
+A sample covers the driver's period since that process's previous sample; only samples whose
+whole period lies after the lock was taken are judged, so the work of earlier holders, which
+ended before they released the lock, is never blamed on anyone.
+
+NVML reports host pids. In a container with its own pid namespace this process's pid is
+not among them; then no pid can be told apart, and the judgement counts instead: while the
+kit computes, two or more busy processes mean someone else is busy too (one is the kit);
+while the kit is idle, any busy process is foreign. The reading says which rule it used.
+
+All judgement here is plain Python on readings shaped like NVML's, tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+UNAVAILABLE = "unavailable: "
+# How far before the lock's acquisition the first reading looks, to find where each process's
+# first sample period after it begins (NVML keeps a buffer of recent samples).
+LOOKBACK_S = 2.0
+
+
+def _unavailable(error: Exception) -> str:
+    return f"{UNAVAILABLE}{type(error).__name__}: {error}".rstrip(": ")
+
+
+def compute_pids(nvml: Any) -> list[int] | str:
+    """Pids with a compute context on the device, or why they cannot be read."""
+    if getattr(nvml, "error", None):
+        return nvml.error
+    try:
+        return sorted(int(p.pid) for p in nvml.nvml.nvmlDeviceGetComputeRunningProcesses(nvml.handle))
+    except Exception as error:  # NotSupported, NoPermission, an old binding
+        return _unavailable(error)
+
+
+def process_samples(nvml: Any, since_us: int) -> list[dict[str, Any]] | str:
+    """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps).
+
+    NVML answers NotFound when no sample is newer, and pynvml raises its error for code 0
+    (success) when the driver had no sample to count: both are an empty list, not an error.
+    """
+    if getattr(nvml, "error", None):
+        return nvml.error
+    try:
+        raw = nvml.nvml.nvmlDeviceGetProcessUtilization(nvml.handle, since_us)
+    except Exception as error:
+        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
+            return []
+        return _unavailable(error)
+    return [{"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
+            for s in raw]
+
+
+def device_util(nvml: Any) -> int | str:
+    """The device's SM utilisation in percent over NVML's last sampling period."""
+    if getattr(nvml, "error", None):
+        return nvml.error
+    try:
+        return int(nvml.nvml.nvmlDeviceGetUtilizationRates(nvml.handle).gpu)
+    except Exception as error:
+        return _unavailable(error)
+
+
+def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool, self_busy: bool,
+          kit_pids: Iterable[int] = ()) -> tuple[list[int] | None, str]:
+    """The foreign busy pids among `samples`, and the rule used; None when it cannot be told.
+
+    `self_busy`: whether this process was computing over the samples' period (timing: yes;
+    before its first launch: no). `kit_pids`: other kit processes known not to be foreign.
+    """
+    if isinstance(samples, str):
+        return None, samples
+    busy = {s["pid"] for s in samples if s["sm_util"] > 0 and s.get("judged", True)}
+    if self_visible:
+        return sorted(busy - {self_pid} - set(kit_pids)), "by_pid"
+    needed = 2 if self_busy else 1
+    return (sorted(busy) if len(busy) >= needed else []), "by_count"
+
+
+@dataclass
+class ProcessWatcher:
+    """Reads what other processes do on the GPU; one reading per clock-sampler point.
+
+    `since_unix_s` is the lock's acquisition. The first reading looks back `LOOKBACK_S`
+    before it, to learn where each process's first new sample period begins.
+    """
+
+    nvml: Any
+    self_pid: int = field(default_factory=os.getpid)
+    kit_pids: tuple[int, ...] = ()
+    since_unix_s: float | None = None
+    self_busy: bool = True
+
+    def __post_init__(self) -> None:
+        self._since_us = int((self.since_unix_s if self.since_unix_s is not None else time.time()) * 1e6)
+        self._last_us = self._since_us - int(LOOKBACK_S * 1e6)
+        self._last_by_pid: dict[int, int] = {}
+        self.self_visible: bool | None = None
+
+    def _mark_periods(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each sample with the start of its period, and whether that period lies wholly after the acquisition."""
+        marked = []
+        for sample in sorted(samples, key=lambda s: s["t_us"]):
+            start = self._last_by_pid.get(sample["pid"])
+            if start is not None and sample["t_us"] <= start:
+                continue  # a sample already read: its period would look like one after the acquisition
+            self._last_by_pid[sample["pid"]] = sample["t_us"]
+            if sample["t_us"] > self._since_us:
+                marked.append({**sample, "from_us": start, "judged": start is not None and start >= self._since_us})
+        return marked
+
+    def read(self) -> dict[str, Any]:
+        pids = compute_pids(self.nvml)
+        if isinstance(pids, list) and self.self_visible is None and pids:
+            self.self_visible = self.self_pid in pids
+        samples = process_samples(self.nvml, self._last_us)
+        if isinstance(samples, list) and samples:
+            self._last_us = max(s["t_us"] for s in samples)
+            samples = self._mark_periods(samples)
+        foreign, rule = judge(samples, self.self_pid, bool(self.self_visible), self.self_busy, self.kit_pids)
+        return {"compute_pids": pids, "processes": samples, "device_util_pct": device_util(self.nvml),
+                "foreign_pids": foreign, "foreign_rule": rule}
+
+
+def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:
+    """The pid the lock file names as its last holder, when it was on this host's pid space."""
+    pid = previous_holder.get("pid", "")
+    return (int(pid),) if pid.isdigit() else ()
+
+
+def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2,
+                  sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, Any]:
+    """Poll, holding the lock and launching nothing, until no foreign process computes, or the timeout.
+
+    Idle: a reading whose process samples show no foreign busy pid, or a device utilisation
+    of 0 (nothing ran over NVML's last period). With neither readable it returns at once,
+    idle None, and says why: the kit does not wait on what it cannot see.
+    """
+    watcher.self_busy = False
+    began, polls, last = clock(), 0, {}
+    while True:
+        last = watcher.read()
+        polls += 1
+        seen_processes = isinstance(last["processes"], list) and any(s["judged"] for s in last["processes"])
+        util = last["device_util_pct"]
+        if last["foreign_pids"] is None and isinstance(util, str):
+            idle, reason = None, f"neither process nor device utilisation is readable ({util})"
+            break
+        if util == 0 or (seen_processes and last["foreign_pids"] == []):
+            idle, reason = True, "no foreign work seen"
+            break
+        if clock() - began >= timeout_s:
+            idle, reason = False, f"still busy after {timeout_s} s"
+            break
+        sleep(poll_s)
+    watcher.self_busy = True
+    return {"waited_s": round(clock() - began, 6), "polls": polls, "idle": idle, "reason": reason,
+            "last_foreign_pids": last.get("foreign_pids"), "last_device_util_pct": last.get("device_util_pct")}
+
+
+def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_before_pct: Any) -> dict[str, Any]:
+    """The record-level summary: which processes worked beside the timing, and how many samples they touched.
+
+    `busy_before_pct`: the device utilisation read when the lock was taken, before any launch
+    of this process (it can still hold the previous holder's last work, so it is shown, not judged).
+    """
+    readable = [p for p in trace if "foreign_pids" in p]
+    if not readable:
+        return {"processes": f"{UNAVAILABLE}no process readings were taken", "busy_before_pct": busy_before_pct,
+                "samples_disturbed": None}
+    if all(p["foreign_pids"] is None for p in readable):
+        return {"processes": readable[0]["foreign_rule"], "busy_before_pct": busy_before_pct, "samples_disturbed": None}
+    peak: dict[int, dict[str, Any]] = {}
+    for point in readable:
+        for pid in point["foreign_pids"] or []:
+            utils = [s["sm_util"] for s in point["processes"] if s["pid"] == pid and s["judged"]]
+            entry = peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})
+            entry["max_sm_util"] = max([entry["max_sm_util"], *utils])
+            entry["readings"] += 1
+    return {
+        "processes": [peak[pid] for pid in sorted(peak)],
+        "rule": readable[-1]["foreign_rule"],
+        "busy_before_pct": busy_before_pct,
+        "samples_disturbed": sum(1 for tag in tags if tag.get("foreign")),
+    }
+
+
+def saw_foreign_work(record: dict[str, Any]) -> bool | None:
+    """Whether a timing or span record saw another process compute on its GPU; None when it
+    could not tell (older records, or NVML without per-process utilisation). For the diff,
+    which names such rows instead of only calling them AMBIGUOUS."""
+    summary = record.get("foreign_work")
+    if not isinstance(summary, dict) or not isinstance(summary.get("processes"), list):
+        return None
+    return bool(summary["processes"])

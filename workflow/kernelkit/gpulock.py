@@ -1,0 +1,299 @@
+"""One GPU, many jobs: an exclusive per-GPU lock held only while that GPU does the kit's work.
+
+Why: `snakemake --cores N` overlaps the CPU side of many jobs (process start, imports, NVRTC
+compilation, input generation, float64 references, writing records), but two processes timing
+on one GPU time each other. The lock lets the CPU side run in parallel and keeps GPU work
+exclusive, across Snakemake invocations, clones and users of one host.
+
+How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`. The kernel drops the lock when
+the holder's file is closed, which it does when the process dies (even by SIGKILL), so there is
+no stale pid file to clean up. The directory is system-wide by default (/tmp/kernelkit-locks,
+mode 1777 like /tmp) so every clone and user meets the same lock; `gpu_lock.dir` in the config
+or KERNELKIT_LOCK_DIR in the environment moves it (the variable wins, so one shell can isolate
+a test). The file's text names the last holder (pid, host, times); that is for people and for
+excluding the previous holder's trailing utilisation samples, never for deciding who holds it.
+
+Inside the lock (the GPU works; anything here can disturb or be disturbed by a timing):
+  uploading inputs and allocating buffers, warm-up, correctness launches and their downloads,
+  negative-control launches, timed samples (graph upload, untimed replays, clock wait),
+  spans, ceilings, the harness floor, the sanitizer's and Nsight Compute's runs of the kit
+  (taken by the child `kernelkit correctness` / `profile-call` process, not by the parent,
+  which would otherwise deadlock on its own child), and a library baseline's `make_call`
+  (Triton compiles there, but also allocates and may launch: inside, to be safe).
+Outside the lock (the CPU works): imports, spec loading, argument and config checks, reading
+  correctness/control records, NVRTC compilation and module load (`device.compile_kernel`
+  reads the function's attributes, which compiles and loads it), input generation, float64
+  references and the checks on downloaded bits, tagging, summaries, writing records.
+
+Creating a CUDA context is not work: a kit process waiting here holds an idle context, which
+is why foreign-work detection (kernelkit.foreign) judges processes by what they do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import socket
+import stat
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from kernelkit import KitError
+
+DEFAULT_LOCK_DIR = "/tmp/kernelkit-locks"
+LOCK_DIR_VARIABLE = "KERNELKIT_LOCK_DIR"
+# Sticky and writable by all, like /tmp: every user may create a lock file, none may delete another's.
+LOCK_DIR_MODE = 0o1777
+LOCK_FILE_MODE = 0o666
+
+
+@dataclass(frozen=True)
+class LockSettings:
+    """The `gpu_lock` section of the config; the schema holds the same defaults."""
+
+    enabled: bool = True
+    dir: str | None = None
+    wait_for_idle: bool = False
+    idle_timeout_s: float = 60.0
+    idle_poll_s: float = 0.2
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None) -> "LockSettings":
+        return cls(**dict(section or {}))
+
+    def lock_dir(self) -> Path:
+        return Path(os.environ.get(LOCK_DIR_VARIABLE) or self.dir or DEFAULT_LOCK_DIR)
+
+    def describe(self) -> dict[str, Any]:
+        return {**asdict(self), "lock_dir": str(self.lock_dir())}
+
+
+def add_arguments(parser: Any) -> None:
+    """The lock's options, for every subcommand that does GPU work (the workflow passes the config's values)."""
+    parser.add_argument("--lock-dir", help=f"directory of the per-GPU lock files (default {DEFAULT_LOCK_DIR}; "
+                                           f"{LOCK_DIR_VARIABLE} wins over this)")
+    parser.add_argument("--no-gpu-lock", action="store_true",
+                        help="do GPU work without the per-GPU lock (other jobs may then time at the same moment)")
+    parser.add_argument("--wait-for-idle", action="store_true",
+                        help="holding the lock, wait until no other process computes on the GPU before any launch")
+    parser.add_argument("--idle-timeout-s", type=float, default=LockSettings.idle_timeout_s,
+                        help="the longest wait for the GPU to become idle, in seconds")
+    parser.add_argument("--idle-poll-s", type=float, default=LockSettings.idle_poll_s,
+                        help="seconds between two looks at the GPU while waiting for it to become idle")
+
+
+def settings_from_args(args: Any) -> LockSettings:
+    """LockSettings from parsed arguments, or one sentence naming the bad value."""
+    if not args.idle_timeout_s > 0:
+        raise KitError(f"--idle-timeout-s must be a number of seconds > 0, not {args.idle_timeout_s}")
+    if not 0.01 <= args.idle_poll_s <= 5:
+        raise KitError(f"--idle-poll-s must be between 0.01 and 5 seconds, not {args.idle_poll_s}")
+    return LockSettings(not args.no_gpu_lock, args.lock_dir, args.wait_for_idle, args.idle_timeout_s, args.idle_poll_s)
+
+
+@dataclass
+class GpuWork:
+    """What one stretch of GPU work cost in waiting, recorded with the result it produced."""
+
+    key: str
+    lock_path: str
+    enabled: bool = True
+    nested: bool = False
+    waited_s: float = 0.0
+    held_s: float = 0.0
+    contended: bool = False
+    acquired_unix_s: float | None = None
+    released_unix_s: float | None = None
+    previous_holder: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def lock_name(key: str) -> str:
+    """The lock file's name for a GPU key (UUID like 'GPU-8f3c...', or a PCI bus id as fallback)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", key.strip())
+    if not safe.strip("._"):
+        raise KitError(f"GPU key {key!r} cannot name a lock file; expected a UUID such as GPU-xxxxxxxx-...")
+    return f"kernelkit-gpu-{safe}.lock"
+
+
+def ensure_lock_dir(path: Path) -> Path:
+    """Create the lock directory with mode 1777 when missing; fail with one sentence when it is unusable."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise KitError(f"the GPU lock directory {path} cannot be created ({error.strerror}); "
+                       f"set gpu_lock.dir or {LOCK_DIR_VARIABLE} to a writable directory") from None
+    info = path.stat()
+    # Only the owner can change the mode; a directory another user made is left as it is.
+    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != LOCK_DIR_MODE:
+        os.chmod(path, LOCK_DIR_MODE)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise KitError(f"the GPU lock directory {path} is not writable by this user; "
+                       f"set gpu_lock.dir or {LOCK_DIR_VARIABLE} to a shared writable directory")
+    return path
+
+
+def _open_lock_file(path: Path) -> int:
+    """A descriptor on the lock file, creating it readable and writable by all.
+
+    flock needs no write access, so a file another user made and did not share still locks.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, LOCK_FILE_MODE)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    with contextlib.suppress(PermissionError):
+        if os.fstat(fd).st_uid == os.geteuid():
+            os.fchmod(fd, LOCK_FILE_MODE)
+    return fd
+
+
+def _read_holder(fd: int) -> dict[str, str]:
+    """The key=value lines the last holder wrote, or nothing."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 4096).decode(errors="replace")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
+    text = "".join(f"{key}={value}\n" for key, value in fields.items())
+    with contextlib.suppress(OSError):  # a read-only descriptor: the lock holds all the same
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode(), 0)
+
+
+# Keys this process holds now, with their depth, so nested stages do not wait on themselves
+# (a second flock on a new descriptor of the same file blocks even within one process).
+_held: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
+    """Hold the GPU's lock for the body; the yielded record gets waited_s and held_s filled in.
+
+    Blocks until every other holder of this GPU's lock has finished (the kernel wakes the
+    waiters; no polling). With `settings.enabled` false the body runs unlocked and the record
+    says so, so a run made that way can be told apart.
+    """
+    path = (ensure_lock_dir(settings.lock_dir()) if settings.enabled else settings.lock_dir()) / lock_name(key)
+    record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled)
+    if not settings.enabled or key in _held:
+        record.nested = key in _held
+        if record.nested:
+            _held[key] += 1
+        began = time.monotonic()
+        try:
+            yield record
+        finally:
+            record.held_s = round(time.monotonic() - began, 6)
+            if record.nested:
+                _held[key] -= 1
+    else:
+        fd = _open_lock_file(path)
+        try:
+            asked = time.monotonic()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                record.contended = True
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            got = time.monotonic()
+            record.waited_s = round(got - asked, 6)
+            record.acquired_unix_s = time.time()
+            record.previous_holder = _read_holder(fd)
+            _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s})
+            _held[key] = 1
+            try:
+                yield record
+            finally:
+                del _held[key]
+                record.released_unix_s = time.time()
+                record.held_s = round(time.monotonic() - got, 6)
+                _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(),
+                                   "acquired_unix_s": record.acquired_unix_s, "released_unix_s": record.released_unix_s})
+        finally:
+            os.close(fd)  # closing the only descriptor releases the flock
+
+
+def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
+    """The GPU's UUID from NVML; without NVML, its PCI bus id, which is as unique on one host."""
+    uuid = nvml.read(lambda n, h: n.nvmlDeviceGetUUID(h)) if not getattr(nvml, "error", None) else None
+    if isinstance(uuid, str) and uuid and not uuid.startswith("unavailable"):
+        return uuid
+    if pci_bus_id:
+        return f"pci-{pci_bus_id.lower()}"
+    raise KitError("the GPU has neither a readable UUID (NVML) nor a PCI bus id, so it cannot be locked")
+
+
+def process_started_unix_s() -> float | None:
+    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
+
+    A job's cost is mostly start-up and imports, which a clock started in Python would miss.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            after_name = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime_s = float(handle.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    age_s = uptime_s - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    return time.time() - age_s
+
+
+class JobClock:
+    """A job's whole wall time (from process start) and its lock waits over every stretch of GPU work."""
+
+    def __init__(self) -> None:
+        self.started_unix_s = process_started_unix_s() or time.time()
+        self.stretches: list[GpuWork] = []
+
+    def add(self, work: GpuWork) -> GpuWork:
+        self.stretches.append(work)
+        return work
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "started_unix_s": self.started_unix_s,
+            "wall_s": round(time.time() - self.started_unix_s, 6),
+            "lock_waited_s": round(sum(w.waited_s for w in self.stretches), 6),
+            "lock_held_s": round(sum(w.held_s for w in self.stretches), 6),
+            "gpu_work": [w.describe() for w in self.stretches],
+        }
+
+
+@dataclass
+class Exclusive:
+    """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
+    clock sampler, the device utilisation read before this process launched anything, and the
+    optional wait for foreign work to end."""
+
+    work: GpuWork
+    watcher: Any
+    busy_before_pct: Any
+    idle_wait: dict[str, Any] | None
+
+
+@contextlib.contextmanager
+def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[Exclusive]:
+    """The hook a GPU stage wraps its work in: lock this GPU, then look at who else computes on it.
+
+    The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
+    the kit's own trailing work is never foreign; the utilisation is read before any launch.
+    """
+    from kernelkit import foreign
+
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
+        clock.add(work)
+        watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
+                                         since_unix_s=work.acquired_unix_s)
+        busy_before = foreign.device_util(nvml)
+        idle_wait = (foreign.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
+                     if settings.wait_for_idle else None)
+        yield Exclusive(work, watcher, busy_before, idle_wait)

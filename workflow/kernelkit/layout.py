@@ -1,0 +1,78 @@
+"""The result layout: where each record of a run lives, spelled out once.
+
+Each template names its parts as Snakemake wildcards, so rule files use them as outputs as they
+are; `path` fills one in for common.smk's target lists; `run_result_files` globs them for the
+readers (summary, report, diff). A log mirrors its result under results/{run}/logs/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+RUN_DIR = "results/{run}"
+CONFIG = f"{RUN_DIR}/config.json"
+ENVIRONMENT = f"{RUN_DIR}/environment.json"
+CEILING = f"{RUN_DIR}/ceilings/{{ceiling}}.json"
+CORRECTNESS = f"{RUN_DIR}/correctness/{{kernel}}/{{layout}}.json"
+CONTROL = f"{RUN_DIR}/controls/{{kernel}}/{{control}}.json"
+# view: "timing" for warm-cache targets, "cold" for cold ones (see timing_view).
+TIMING = f"{RUN_DIR}/{{view}}/{{kernel}}/{{shape}}/{{layout}}/rep{{n}}.json"
+SPAN = f"{RUN_DIR}/span/{{kernel}}/{{shape}}/rep{{n}}.json"
+SANITIZER = f"{RUN_DIR}/sanitizer/{{kernel}}/{{layout}}.json"
+PROFILE = f"{RUN_DIR}/profile/{{kernel}}/{{shape}}/{{layout}}.json"
+SUMMARY = f"{RUN_DIR}/summary.csv"
+
+REPORT_DIR = "reports/{run}"
+FIGURE = f"{REPORT_DIR}/figures/{{kernel}}.svg"
+CLOCK_FIGURE = f"{REPORT_DIR}/figures/clocks.svg"
+REPORT_MARKDOWN = f"{REPORT_DIR}/report.md"
+REPORT_HTML = f"{REPORT_DIR}/report.html"
+DIFF_MARKDOWN = "reports/diff/{a}__vs__{b}/diff.md"
+DIFF_HTML = "reports/diff/{a}__vs__{b}/diff.html"
+
+# The kinds of record in a run directory, as readers ask for them.
+KINDS = {
+    "timing": (TIMING, {"view": "timing"}),
+    "cold": (TIMING, {"view": "cold"}),
+    "span": (SPAN, {}),
+    "correctness": (CORRECTNESS, {}),
+    "controls": (CONTROL, {}),
+    "ceilings": (CEILING, {}),
+    "sanitizer": (SANITIZER, {}),
+    "profile": (PROFILE, {}),
+}
+
+
+def timing_view(cache: str) -> str:
+    """Warm targets live under timing/, cold ones under cold/."""
+    return "timing" if cache == "warm" else "cold"
+
+
+def path(template: str, **parts: object) -> str:
+    """One concrete path of a template, every wildcard given."""
+    return template.format(**parts)
+
+
+def log(template: str, name: str | None = None) -> str:
+    """The log of a result under results/{run}/: the same path under results/{run}/logs/, ending .log.
+    Results outside results/ (figures, reports) name their log: log(FIGURE, "figures/{kernel}")."""
+    if name is not None:
+        return f"{RUN_DIR}/logs/{name}.log"
+    prefix = RUN_DIR + "/"
+    if not template.startswith(prefix):
+        raise ValueError(f"{template} is not under {RUN_DIR}; name its log")
+    return f"{RUN_DIR}/logs/{os.path.splitext(template[len(prefix):])[0]}.log"
+
+
+def glob_pattern(kind: str) -> str:
+    """The glob, relative to a run directory, of one kind of record."""
+    template, fixed = KINDS[kind]
+    relative = template[len(RUN_DIR) + 1:]
+    return re.sub(r"\{(\w+)\}", lambda m: str(fixed.get(m.group(1), "*")), relative)
+
+
+def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
+    """The result files of one kind (a key of KINDS) in a run directory, sorted."""
+    return sorted(Path(run_dir).glob(glob_pattern(kind)))

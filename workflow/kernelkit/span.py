@@ -1,0 +1,165 @@
+"""The span stage: single warmed calls of every layout of one shape, in rotating rounds (seed 000).
+
+CUDA events around one warmed call, synchronised after each sample, so a span also holds the
+launch latency and any gap while the host submits the call's work. Implementations take turns
+in rounds with a rotating order, so slow drift is spread over all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar, Mapping, Sequence
+
+from kernelkit import KitError, spec as specs
+from kernelkit import config as kit_config
+from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
+from kernelkit.timing import Call
+
+
+@dataclass(frozen=True)
+class SpanMethod:
+    warmup_calls: int
+    rounds: int
+    samples_per_round: int
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "event_span_rotating_rounds", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class SpanSettings(kit_config.StageSettings):
+    """The config's `span` section (how spans are taken) and its `sampler` section."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"span": ("warmup_calls", "rounds", "samples_per_round"),
+                                                       "sampler": SAMPLER_KEYS}
+    method: SpanMethod
+    sampler: SamplerSettings
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "SpanSettings":
+        span = config["span"]
+        return cls(SpanMethod(span["warmup_calls"], span["rounds"], span["samples_per_round"]),
+                   SamplerSettings.from_config(config["sampler"]))
+
+    @classmethod
+    def json_from_config(cls, config: Mapping[str, Any]) -> str:
+        """The span rule's one settings param; none without a `span` key (there are no span targets then)."""
+        return super().json_from_config(config) if "span" in config else ""
+
+
+def rotation(names: list[str], round_index: int) -> list[str]:
+    """Round r starts at the r-th implementation, so each one is first (and last) in turn."""
+    shift = round_index % len(names) if names else 0
+    return names[shift:] + names[:shift]
+
+
+def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, list[dict[str, float]]]:
+    """Per implementation: {round, us, t0, t1} for every warmed single-call span (t0, t1: its host window)."""
+    import cupy as cp
+
+    from kernelkit.library import on_stream
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    names = list(calls)
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    with on_stream(stream):
+        for name in names:
+            for _ in range(method.warmup_calls):
+                calls[name]()
+        stream.synchronize()
+        for round_index in range(method.rounds):
+            for name in rotation(names, round_index):
+                call = calls[name]
+                call()  # untimed: the turn starts after another implementation has used the caches
+                stream.synchronize()
+                for _ in range(method.samples_per_round):
+                    opened = time.time()
+                    start.record(stream)
+                    call()
+                    end.record(stream)
+                    end.synchronize()
+                    samples[name].append({"round": round_index, "us": _elapsed_us(start, end), "t0": opened,
+                                          "t1": time.time()})
+    return samples
+
+
+def cmd_span(args: argparse.Namespace) -> int:
+    from kernelkit import checks, device, environment, sampler
+    from kernelkit.records import write_record
+    from kernelkit.stats import summarize
+    from kernelkit.timing import inputs_on_device, measured_around
+
+    settings = SpanSettings.from_json(args.settings)
+    spec = specs.load(args.kernel)
+    spec.parse_shape(args.shape)
+    for layout in args.layout:
+        spec.layout(layout)
+    if len(args.correctness) != len(args.layout):
+        raise KitError("give one --correctness file per --layout, in the same order")
+    skipped = {}
+    for layout, correctness_file in zip(args.layout, args.correctness):
+        reason = checks.require_checked(spec, layout, correctness_file, args.controls)
+        if reason:
+            skipped[layout] = reason
+    layouts = [layout for layout in args.layout if layout not in skipped]
+
+    cp = device.cupy()
+    shape, buffers = inputs_on_device(spec, args.shape)
+    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+    implementations = {layout: device.implementation(spec, layout, shape, buffers, out) for layout in layouts}
+    cp.cuda.Device().synchronize()
+
+    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    before = nvml.snapshot()
+    with sampler.ClockSampler(nvml, settings.sampler) as clocks:
+        calls = {layout: impl.call for layout, impl in implementations.items()}
+        samples = span_samples(calls, settings.method) if layouts else {}
+    after = nvml.snapshot()
+    for layout_samples in samples.values():
+        windows = [(s["t0"], s["t1"]) for s in layout_samples]
+        tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max)
+        for sample, tag in zip(layout_samples, tags):
+            sample["disturbed"] = bool(tag["throttled"] or tag["low_clock"])
+    write_record(
+        args.output,
+        {
+            "kernel": spec.name,
+            "shape": args.shape,
+            "dims": dict(zip(spec.dims, shape)),
+            "repeat": args.repeat,
+            "method": settings.method.describe(),
+            "unit": "microseconds per call",
+            "layouts": {
+                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)), **impl.record}
+                for layout, impl in implementations.items()
+            },
+            "skipped": skipped,
+            "sampler": settings.sampler.describe(),
+            "clock_trace": clocks.trace,
+            **measured_around(spec, shape, before, after),
+        },
+    )
+    for layout in layouts:
+        print(f"{spec.name} {args.shape} {layout} span rep{args.repeat}: median "
+              f"{summarize([s['us'] for s in samples[layout]]).median:.3f} us over {len(samples[layout])} calls")
+    for layout, reason in skipped.items():
+        print(f"{spec.name} {args.shape} {layout} span: skipped ({reason})")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("span", help="time single warmed calls of every layout of one shape, in rotating rounds")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
+    p.add_argument("--layout", action="append", required=True, help="a layout to take spans of, repeatable")
+    p.add_argument("--correctness", action="append", required=True,
+                   help="the correctness record of each --layout, one per --layout in the same order")
+    p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--repeat", type=int, required=True, help="which span repeat of the run this process is (from 1)")
+    p.add_argument("--output", required=True, help="where to write the span record (JSON)")
+    kit_config.add_settings_argument(p, SpanSettings.SECTIONS)
+    p.set_defaults(func=cmd_span)
