@@ -9,10 +9,12 @@ import os
 import time
 from dataclasses import dataclass
 
+from conftest import sampler_settings
+
 from kernelkit import foreign, gpulock, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
-SETTINGS = sampler.SamplerSettings(interval_ms=10)
+SETTINGS = sampler_settings(interval_ms=10.0)
 
 
 class NVMLError_NotFound(Exception):  # noqa: N801 - named as pynvml names it: the kit matches the name
