@@ -192,10 +192,12 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     lock (`lock`: gpulock.LockSettings, default the schema's; `clock` adds the stretch to a job's
     clock); then the judgement of the downloaded bits.
     """
-    from kernelkit import device, environment, gpulock
+    from kernelkit import device, environment, gpulock, library
 
     entries = {spec.entry_of(layout) for layout in layouts if not spec.is_baseline(layout)}
     compiled = {entry: device.compile_kernel(spec, mutation, entry) for entry in sorted(entries)}
+    for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
+        library.preload(package)
     cases = [prepare_case(spec, layout, shape, pattern)
              for layout in layouts for shape in spec.correctness_shapes for pattern in spec.patterns]
     if not cases:

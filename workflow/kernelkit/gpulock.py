@@ -19,7 +19,8 @@ Inside the lock (the GPU works; anything here can disturb or be disturbed by a t
   spans, ceilings, the harness floor, the sanitizer's and Nsight Compute's runs of the kit
   (taken by the child `kernelkit correctness` / `profile-call` process, not by the parent,
   which would otherwise deadlock on its own child), and a library baseline's `make_call`
-  (Triton compiles there, but also allocates and may launch: inside, to be safe).
+  (Triton compiles there, but also allocates and may launch: inside, to be safe; its package
+  is imported before, by `device.compile_layout` through `library.preload`).
 Outside the lock (the CPU works): imports, spec loading, argument and config checks, reading
   correctness/control records, NVRTC compilation and module load (`device.compile_kernel`
   reads the function's attributes, which compiles and loads it), input generation, float64
