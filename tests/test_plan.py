@@ -134,3 +134,20 @@ def test_h200_full_followed_the_plan_within_each_kernel_but_ran_kernels_one_afte
         assert [k for k in executed if k[0] == kernel] == [k for k in plan if k[0] == kernel]
     kernels_in_order = [k[0] for k in executed]
     assert sum(a != b for a, b in zip(kernels_in_order, kernels_in_order[1:])) == len(config["kernels"]) - 1
+
+
+def test_default_profile_runs_jobs_in_parallel_and_leaves_gpu_turns_to_the_lock():
+    """No global gpu limit serialises GPU jobs any more (the per-GPU lock does, only while the GPU
+    works); every GPU rule still asks for gpu=1, which the SLURM profile turns into --gpus=1."""
+    import yaml
+
+    profile = yaml.safe_load((REPO / "workflow" / "profiles" / "default" / "config.yaml").read_text())
+    assert profile["cores"] == "all" and "gpu" not in profile.get("resources", {})
+    assert profile["scheduler"] == "greedy"
+    gpu_rules = {"environment", "ceiling", "correctness", "negative_control", "sanitize", "timing", "span", "profile"}
+    declared = set()
+    for path in (REPO / "workflow" / "rules").glob("*.smk"):
+        for rule, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)+)", path.read_text(), re.MULTILINE):
+            if re.search(r"^    resources:\n        gpu=1,", body, re.MULTILINE):
+                declared.add(rule)
+    assert declared == gpu_rules

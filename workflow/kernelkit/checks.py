@@ -10,12 +10,16 @@ element changed. The check itself (`check_case`) is plain NumPy so it is tested 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
 from kernelkit import KitError, spec as specs
+from kernelkit import config as kit_config
+from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.inputs import rng_for
 from kernelkit.records import read_record, write_record
 from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
@@ -24,6 +28,18 @@ from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
 # up) or finite values, never these bits, so "still the sentinel" means "never written".
 SENTINEL_BITS = np.uint32(0x7FA5A5A5)
 GUARD_ELEMENTS = 1024
+
+
+@dataclass(frozen=True)
+class CheckSettings(kit_config.StageSettings):
+    """What the config says about correctness and control runs: only how they hold the GPU."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"gpu_lock": LOCK_KEYS}
+    lock: LockSettings
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "CheckSettings":
+        return cls(LockSettings.from_config(config["gpu_lock"]))
 
 
 @dataclass
@@ -109,57 +125,92 @@ def _symptom(counts: Mapping[str, int], out: np.ndarray, sentinel: np.ndarray) -
     return "none"
 
 
-def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str) -> CaseResult:
-    """One launch (or one library call, whose result is copied in) on the GPU, judged by `check_case`."""
+@dataclass
+class PreparedCase:
+    """One correctness case's CPU side, made before the GPU lock is taken: the host inputs and
+    their float64 reference. Uploading copies the bits as they are (any dtype), so the reference
+    of the host arrays is the reference of what sits on the device."""
+
+    layout: str
+    shape: Shape
+    pattern: str
+    host_inputs: dict[str, np.ndarray]
+    reference: np.ndarray
+    scale: np.ndarray | None
+
+
+def prepare_case(spec: KernelSpec, layout_name: str, shape: Shape, pattern: str) -> PreparedCase:
+    host_inputs = spec.make_inputs(shape, pattern, rng_for(spec.name, shape_name(shape), pattern))
+    return PreparedCase(layout_name, shape, pattern, host_inputs, spec.reference(host_inputs),
+                        spec.error_scale(host_inputs) if spec.error_scale else None)
+
+
+def launch_case(spec: KernelSpec, kernel: Any, case: PreparedCase) -> np.ndarray:
+    """The GPU side of one case (upload, sentinel fill, one launch or library call, download):
+    the raw bits of [guard | output | guard]."""
     from kernelkit import device
 
     cp = device.cupy()
-    host_inputs = spec.make_inputs(shape, pattern, rng_for(spec.name, shape_name(shape), pattern))
-    buffers = device.upload(host_inputs)
-    # The reference starts from the exact FP32 values that sit on the device.
-    on_device = {name: device.download(array) for name, array in buffers.items()}
-    reference = spec.reference(on_device)
-    out_shape = spec.output_shape(shape)
+    buffers = device.upload(case.host_inputs)
+    out_shape = spec.output_shape(case.shape)
     elements = int(np.prod(out_shape))
-
     padded = cp.empty(GUARD_ELEMENTS + elements + GUARD_ELEMENTS, dtype=cp.uint32)
     padded.fill(int(SENTINEL_BITS))
     out = padded[GUARD_ELEMENTS : GUARD_ELEMENTS + elements].view(cp.float32).reshape(out_shape)
-    if spec.is_baseline(layout_name):
+    if spec.is_baseline(case.layout):
         from kernelkit import library
 
-        result = library.as_cupy(spec.baselines[layout_name].make_call(buffers, shape)())
+        result = library.as_cupy(spec.baselines[case.layout].make_call(buffers, case.shape)())
         # A result of another shape or type is not copied: its case then fails as unwritten.
         if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
             out[...] = result
     else:
-        launch_once, _ = device.launcher(spec, kernel, spec.layout(layout_name), shape, buffers, out)
+        launch_once, _ = device.launcher(spec, kernel, spec.layout(case.layout), case.shape, buffers, out)
         launch_once()
     cp.cuda.Device().synchronize()
-
-    scale = spec.error_scale(on_device) if spec.error_scale else None
-    verdict = check_case(device.download(padded), reference, spec.tolerance, scale=scale)
-    worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), out_shape)]
-    return CaseResult(
-        kernel=spec.name, layout=layout_name, shape=shape_name(shape), pattern=pattern, worst_index=worst_index, **verdict
-    )
+    return device.download(padded)
 
 
-def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None) -> list[CaseResult]:
-    """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
-    from kernelkit import device
+def judge_case(spec: KernelSpec, case: PreparedCase, bits: np.ndarray) -> CaseResult:
+    verdict = check_case(bits, case.reference, spec.tolerance, scale=case.scale)
+    worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), spec.output_shape(case.shape))]
+    return CaseResult(kernel=spec.name, layout=case.layout, shape=shape_name(case.shape), pattern=case.pattern,
+                      worst_index=worst_index, **verdict)
+
+
+def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str) -> CaseResult:
+    """One case, unlocked: for callers that already hold the GPU."""
+    case = prepare_case(spec, layout_name, shape, pattern)
+    return judge_case(spec, case, launch_case(spec, kernel, case))
+
+
+def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, lock: Any = None,
+              clock: Any = None) -> list[CaseResult]:
+    """Every correctness shape x pattern for each layout, with the (possibly mutated) source.
+
+    Compilation, inputs and references first; then every launch in one stretch holding the GPU
+    lock (`lock`: gpulock.LockSettings, default the schema's; `clock` adds the stretch to a job's
+    clock); then the judgement of the downloaded bits.
+    """
+    from kernelkit import device, environment, gpulock, library
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
 
     builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
     compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
-    return [
-        run_case(spec, None if spec.is_baseline(layout) else compiled[build(layout)], layout, shape, pattern)
-        for layout in layouts
-        for shape in spec.correctness_shapes
-        for pattern in spec.patterns
-    ]
+    for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
+        library.preload(package)
+    cases = [prepare_case(spec, layout, shape, pattern)
+             for layout in layouts for shape in spec.correctness_shapes for pattern in spec.patterns]
+    if not cases:
+        return []
+    bus_id = device.cupy().cuda.Device().pci_bus_id
+    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
+                               clock or gpulock.JobClock()):
+        bits = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
+                            case) for case in cases]
+    return [judge_case(spec, case, case_bits) for case, case_bits in zip(cases, bits)]
 
 
 def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None = None) -> dict[str, Any]:
@@ -205,7 +256,15 @@ def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
     return skipped
 
 
+def _lock_and_clock(args: argparse.Namespace) -> tuple[LockSettings, Any]:
+    from kernelkit import gpulock
+
+    clock = gpulock.JobClock()
+    return CheckSettings.from_json(args.settings).lock.with_dir(args.lock_dir), clock
+
+
 def cmd_correctness(args: argparse.Namespace) -> int:
+    lock, clock = _lock_and_clock(args)
     spec = specs.load(args.kernel)
     layouts = args.layout or list(spec.all_layouts)
     for layout in layouts:
@@ -214,26 +273,27 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
     layouts = [layout for layout in layouts if layout not in skipped]
-    cases = run_suite(spec, layouts) if layouts else []
+    cases = run_suite(spec, layouts, lock=lock, clock=clock) if layouts else []
     _print_cases(cases)
     record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None}
     failed = record["failed_count"]
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:
-        write_record(args.output, {**record, "passed": bool(layouts)})
+        write_record(args.output, {**record, "passed": bool(layouts), "job": clock.describe()})
     if layouts:
         print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
     return 0
 
 
 def cmd_control(args: argparse.Namespace) -> int:
+    lock, clock = _lock_and_clock(args)
     spec = specs.load(args.kernel)
     mutation = spec.mutation(args.control)
     for layout in args.layout:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
-    cases = run_suite(spec, args.layout, args.control)
+    cases = run_suite(spec, args.layout, args.control, lock=lock, clock=clock)
     _print_cases(cases)
     record = suite_record(spec, cases, args.control)
     caught = [case for case in record["cases"] if not case["passed"]]
@@ -253,6 +313,7 @@ def cmd_control(args: argparse.Namespace) -> int:
                 "layouts": args.layout,
                 "caught": True,
                 "caught_by": {key: first[key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")},
+                "job": clock.describe(),
             },
         )
     print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases; first: {first['layout']} "
@@ -289,6 +350,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
     p.add_argument("--layout", action="append", help="a layout of the kernel, repeatable; default: every layout")
     p.add_argument("--output", help="where to write the correctness record (JSON); default: print only")
+    _add_check_settings(p)
     p.set_defaults(func=cmd_correctness)
 
     p = subparsers.add_parser(
@@ -299,4 +361,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", action="append", required=True,
                    help="a hand-written layout to build with the mutation, repeatable")
     p.add_argument("--output", help="where to write the control record (JSON); default: print only")
+    _add_check_settings(p)
     p.set_defaults(func=cmd_control)
+
+
+def _add_check_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--settings", default=json.dumps({"gpu_lock": {}}),
+                        help="the stage's settings as JSON, a slice of the validated config (gpu_lock: "
+                             f"{', '.join(LOCK_KEYS)}); default: the schema's defaults. config/README.md explains each key")
+    add_lock_argument(parser)

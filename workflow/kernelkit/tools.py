@@ -134,25 +134,31 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_call(args: argparse.Namespace) -> int:
-    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop."""
-    from kernelkit import device, library
-    from kernelkit.timing import inputs_on_device
+    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
+    holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
+    from kernelkit import device, environment, gpulock, library
+    from kernelkit.timing import timing_inputs
 
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
+    shape = spec.parse_shape(args.shape)
     cp = device.cupy()
-    shape, buffers = inputs_on_device(spec, args.shape)
-    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    implementation = device.implementation(spec, args.layout, shape, buffers, out)
-    stream = cp.cuda.Stream(non_blocking=True)
-    with library.on_stream(stream):
-        for _ in range(5):
+    bus_id = cp.cuda.Device().pci_bus_id
+    kernel = device.compile_layout(spec, args.layout)
+    host_inputs = timing_inputs(spec, args.shape)
+    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpulock.JobClock()):
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with library.on_stream(stream):
+            for _ in range(5):
+                implementation.call()
+            stream.synchronize()
+            cp.cuda.profiler.start()
             implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.start()
-        implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.stop()
+            stream.synchronize()
+            cp.cuda.profiler.stop()
     return 0
 
 

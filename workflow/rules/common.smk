@@ -15,6 +15,8 @@ from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
 from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
+from kernelkit.checks import CheckSettings
+from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
@@ -37,6 +39,11 @@ SPECS = {name: kit_spec.load(name) for name in KERNELS}
 TIMING_SETTINGS = TimingSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
 CEILING_SETTINGS = CeilingSettings.json_from_config(config)
+CHECK_SETTINGS = CheckSettings.json_from_config(config)
+# The lock directory changes no result, so it is kept out of every param (moving it reruns
+# nothing): the jobs get it through the environment, where a variable already set wins.
+if config["gpu_lock"]["dir"]:
+    os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
