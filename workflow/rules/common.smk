@@ -18,14 +18,26 @@ from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
+
+def refuse(sentence):
+    """Stop Snakemake with the kit's one sentence and exit status 1, nothing around it."""
+    raise SystemExit(f"kernelkit: {sentence}")
+
+
 try:
+    # Snakemake's YAML loader keeps the last of two equal keys; the kit's reader names the line.
+    for configfile_path in workflow.configfiles:
+        kit_config.read_yaml(configfile_path)
     # One sentence naming the bad key and what is allowed, before Snakemake's own check.
     kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
 except KitError as error:
-    raise WorkflowError(str(error)) from None
+    refuse(str(error))
 # The schema holds every default; from here on each key the schema defaults is set.
 validate(config, "../schemas/config.schema.yaml", set_default=True)
 
+# Whether this command may rewrite a committed run: a property of the command, not of the
+# run, so it stays out of the config that the run records (and hashes).
+OVERWRITE = config.pop("overwrite")
 RUN = config["run"]
 REPEATS = config["timing"]["repeats"]
 CACHES = kit_config.caches(config)
