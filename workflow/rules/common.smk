@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import subprocess
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -52,6 +53,38 @@ CEILING_SETTINGS = CeilingSettings.json_from_config(config)
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
+def committed_files(run_dir):
+    """The files of a run directory that git tracks: committed evidence."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--", run_dir],
+            cwd=workflow.basedir,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return listed.stdout.split() if listed.returncode == 0 else []
+
+
+# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
+# file times must not make Snakemake redo it (inputs of its GPU rules are ancient()). What is
+# missing still needs the GPU, and guards.smk refuses that unless overwrite is given.
+FROZEN = bool(committed_files(paths.path(paths.RUN_DIR, run=RUN))) and not OVERWRITE
+
+
+def frozen(inputs):
+    """Inputs as they are, or, in a committed run, marked ancient so their times trigger nothing."""
+    if not FROZEN:
+        return inputs
+    if isinstance(inputs, dict):
+        return {key: frozen(value) for key, value in inputs.items()}
+    if isinstance(inputs, list):
+        return [ancient(name) for name in inputs]
+    return ancient(inputs)
+
+
 wildcard_constraints:
     run=re.escape(RUN),
     # Loose on purpose: names outside the config reach the input functions below, which
@@ -92,10 +125,12 @@ def kernel_sources(wildcards):
     """A kernel's whole folder: editing any of its files reruns exactly its targets. The CPU
     emulation is the test suite's, never run on the GPU, so editing it reruns nothing."""
     folder = SPECS[checked_kernel(wildcards)].folder
-    return sorted(
-        os.path.relpath(path)
-        for path in folder.iterdir()
-        if path.is_file() and path.name != kit_spec.EMULATION_FILE
+    return frozen(
+        sorted(
+            os.path.relpath(path)
+            for path in folder.iterdir()
+            if path.is_file() and path.name != kit_spec.EMULATION_FILE
+        )
     )
 
 
@@ -110,10 +145,12 @@ def checked_layout(wildcards):
 
 
 def correctness_files(kernel):
-    return [
-        paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
-        for name in KERNELS[kernel]["layouts"]
-    ]
+    return frozen(
+        [
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
+            for name in KERNELS[kernel]["layouts"]
+        ]
+    )
 
 
 def hand_written_layouts(kernel):
@@ -124,10 +161,12 @@ def hand_written_layouts(kernel):
 
 
 def control_files(kernel):
-    return [
-        paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
-        for control in SPECS[kernel].mutations
-    ]
+    return frozen(
+        [
+            paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
+            for control in SPECS[kernel].mutations
+        ]
+    )
 
 
 def checked_control(wildcards):
@@ -159,8 +198,8 @@ def timing_inputs(wildcards):
     timed_target(wildcards)
     return {
         "sources": kernel_sources(wildcards),
-        "correctness": paths.path(
-            paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
+        "correctness": frozen(
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout)
         ),
         "controls": control_files(wildcards.kernel),
     }
@@ -184,7 +223,7 @@ def profile_inputs(wildcards):
     profiler never runs beside a timed target."""
     checked_shape(wildcards)
     checked_layout(wildcards)
-    return {
+    return frozen({
         "correctness": paths.path(
             paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
         ),
@@ -201,7 +240,7 @@ def profile_inputs(wildcards):
             for repeat in range(1, REPEATS + 1)
             if "warm" in CACHES
         ],
-    }
+    })
 
 
 def checked_span(wildcards):

@@ -4,7 +4,6 @@
 # function in an InputFunctionException block, so what can be checked up front is checked here.
 import contextlib
 import io
-import subprocess
 
 from kernelkit import device as kit_device
 from kernelkit import records as kit_records
@@ -157,36 +156,16 @@ def gpu_jobs(jobs):
     return [job for job in jobs if job.rule.resources.get("gpu")]
 
 
-def committed_files(run_dir):
-    """The files of a run directory that git tracks: committed evidence."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--", run_dir],
-            cwd=workflow.basedir,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return listed.stdout.split() if listed.returncode == 0 else []
-
-
 def refuse_to_overwrite_committed(jobs):
-    """A committed run is evidence: a job that would write under results/{run}/ is refused,
-    unless the config says overwrite. In a fresh clone, checkout times make controls look newer
-    than correctness, so Snakemake plans to redo the whole run although every file is there."""
-    run_dir = paths.path(paths.RUN_DIR, run=RUN)
-    writing = [
-        job
-        for job in jobs
-        if any(str(name).startswith(f"{run_dir}/") for name in job.output)
-    ]
-    if not writing or OVERWRITE or not committed_files(run_dir):
+    """A committed run is evidence: a GPU job in it (a new measurement) is refused unless the
+    command says overwrite. Its summary and reports, computed from its records, still build."""
+    measuring = gpu_jobs(jobs)
+    if not measuring or not FROZEN:
         return
+    run_dir = paths.path(paths.RUN_DIR, run=RUN)
     refuse(
-        f"run '{RUN}' is committed (git tracks files in {run_dir}/) and this command would rewrite "
-        f"{len(writing)} of its files (first: {writing[0].output[0]}); name a new run with "
+        f"run '{RUN}' is committed (git tracks files in {run_dir}/) and this command would run "
+        f"{len(measuring)} GPU jobs in it (first: {measuring[0].output[0]}); name a new run with "
         f"--config run=NAME, or add --config overwrite=true to replace its evidence"
     )
 
