@@ -153,7 +153,7 @@ def check_gpu_up_front():
 
 
 def gpu_jobs(jobs):
-    return [job for job in jobs if job.rule.resources.get("gpu")]
+    return [job for job in jobs if dict(job.resources).get("gpu", 0)]
 
 
 def refuse_to_overwrite_committed(jobs):
