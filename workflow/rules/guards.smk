@@ -19,20 +19,24 @@ NO_JOB_OPTIONS = ("dryrun", "lint", "list_rules", "list_target_rules", "unlock",
 
 
 def command_line():
-    """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs,
-    or (None, None) where there is no command to read (a job's own process, Snakemake run as a
-    library). Snakemake hands neither to the Snakefile while it is read, so the command line is
-    parsed again with Snakemake's own parser."""
+    """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs
+    on this machine, or (None, None) where there is no command to read (a job's own process,
+    Snakemake run as a library). Snakemake hands neither to the Snakefile while it is read, so
+    the command line is parsed again by Snakemake's own parser, profiles included (the SLURM
+    profile names its executor there), with the parser's messages silenced: Snakemake's own
+    parse of the same line has printed them already."""
     if not workflow.is_main_process or os.path.basename(sys.argv[0]) != "snakemake":
         return None, None
-    from snakemake.cli import get_argument_parser
+    from snakemake.cli import parse_args
 
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    except SystemExit:  # Snakemake's own parse of the same line reports the problem
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            _, args = parse_args(sys.argv[1:])
+    except (Exception, SystemExit):
         return None, None
-    return list(args.targets or []), not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
+    local = getattr(args, "executor", None) in (None, "local")
+    runs_jobs = local and not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
+    return list(args.targets or []), runs_jobs
 
 
 class TargetParts:
@@ -129,11 +133,13 @@ def gpu_surely_needed(targets):
 
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
-    environment are not asked about: this process's Python is not theirs."""
+    environment or on other machines are not asked about: this process's Python is not theirs."""
     from snakemake.settings.types import DeploymentMethod
 
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
         return None
+    if workflow.executor_plugin is not None and not workflow.local_exec:
+        return None  # jobs run elsewhere (SLURM): this machine needs no GPU
     try:
         kit_device.cupy()
     except KitError as error:
@@ -166,7 +172,7 @@ def refuse_to_overwrite_committed(jobs):
     refuse(
         f"run '{RUN}' is committed (git tracks files in {run_dir}/) and this command would run "
         f"{len(measuring)} GPU jobs in it (first: {measuring[0].output[0]}); name a new run with "
-        f"--config run=NAME, or add --config overwrite=true to replace its evidence"
+        f"--config run=NAME, or add --config overwrite=True to replace its evidence"
     )
 
 
