@@ -212,6 +212,11 @@ def test_ceilings_and_floor_are_measured_with_the_timing_method():
     rates = ceilings.rates(records)
     assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
     assert 0 < rates["floor_us"] < 20
+    # Both buffers of the L2 copy fit in the L2 (a quarter of it each): it must beat the DRAM copy of 64 MiB.
+    import cupy as cp
+
+    assert records["l2"]["bytes"] <= cp.cuda.Device().attributes["L2CacheSize"] // 2
+    assert rates["l2_gb_s"] > rates["copy_gb_s"]
     assert records["gemm"]["variants"]["cupy"]["method_used"]["name"] == "back_to_back_events"
     variants = sorted(records["copy"]["variants"])
     assert len(variants) == 4 and variants[0] == "four_quads_per_thread" and variants[1].startswith("grid_stride_")

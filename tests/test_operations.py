@@ -132,7 +132,10 @@ def test_neighbor_graph_is_fixed_by_the_node_count_and_has_isolated_nodes():
     np.testing.assert_array_equal(first["indices"], second["indices"])
     degrees = np.diff(first["indptr"])
     assert (degrees == 0).any() and degrees.max() <= 32
-    assert neighbor.bytes_moved((100, 4)) == 4 * (int(first["indptr"][-1]) * 5 + 101 + 400)
+    edges = int(first["indptr"][-1])
+    # Compulsory: x, the CSR arrays and out once; issued: one gathered row of x per edge.
+    assert neighbor.bytes_moved((100, 4)) == 4 * (400 + edges + 101 + 400)
+    assert neighbor.bytes_issued((100, 4)) == 4 * (edges * 5 + 101 + 400)
 
 
 def test_bytes_and_flops_are_positive_and_grow_with_the_shape(spec):

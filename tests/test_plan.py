@@ -53,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "ceiling": 3, "correctness": 24, "negative_control": 13, "span": 7,
-        "timing": 100, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 159,
+        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 24, "negative_control": 13, "span": 7,
+        "timing": 100, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 160,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",

@@ -110,6 +110,7 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (2 * shape[0] * shape[1] + 2 * shape[1]),
     # sum (1), centre and square (3), normalise and scale (4) per element.
     flops=lambda shape: 8 * shape[0] * shape[1],
+    vector_width={"warp": 4},
     baselines={
         "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
         "torch": Baseline("torch", "torch.nn.functional.layer_norm", torch_call),

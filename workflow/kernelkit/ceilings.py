@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 from kernelkit import KitError
 from kernelkit import config as kit_config
 
-KINDS = ("copy", "gemm", "floor")
+KINDS = ("copy", "l2", "gemm", "floor")
 EMPTY_KERNEL = 'extern "C" __global__ void kernelkit_empty() {}'
 # cudaMemcpyAsync reached 2.7 TB/s on the H200 where kernels reach more (run h200-q-extras
 # flagged a Triton kernel "above ceiling"; in h200-s5a a grid-stride copy kernel reached 3.9 TB/s
@@ -140,11 +140,15 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int) -> dict[str, A
 
     from kernelkit import timing
 
-    if kind in ("copy", "gemm"):
-        if kind == "copy":
-            variants, moved = _copy_variants(copy_bytes)
-            work = {"bytes": moved, "what": f"device-to-device copy of {moved // 2} bytes, bytes counted read + "
-                                            f"written; the fastest of {', '.join(variants)}"}
+    if kind in ("copy", "l2", "gemm"):
+        if kind in ("copy", "l2"):
+            # The L2 ceiling copies a quarter of the L2 into another quarter: both buffers stay
+            # resident between launches, so it bounds kernels whose working set fits in the L2.
+            size = cp.cuda.Device().attributes["L2CacheSize"] // 4 if kind == "l2" else copy_bytes
+            variants, moved = _copy_variants(size)
+            where = "both buffers resident in the L2" if kind == "l2" else "from and to DRAM"
+            work = {"bytes": moved, "what": f"device-to-device copy of {moved // 2} bytes ({where}), bytes counted "
+                                            f"read + written; the fastest of {', '.join(variants)}"}
         else:
             variants = _gemm_variants(gemm_n)
             work = {"flops": 2 * gemm_n**3, "what": f"FP32 {gemm_n}x{gemm_n}x{gemm_n} matrix product (cuBLAS SGEMM); "
@@ -161,10 +165,12 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int) -> dict[str, A
 
 
 def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """copy GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
+    """copy and l2 GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
     found = {}
     if "copy" in records:
         found["copy_gb_s"] = records["copy"]["bytes"] / (median(records["copy"]["samples_us"]) * 1e-6) / 1e9
+    if "l2" in records:
+        found["l2_gb_s"] = records["l2"]["bytes"] / (median(records["l2"]["samples_us"]) * 1e-6) / 1e9
     if "gemm" in records:
         found["gemm_gflop_s"] = records["gemm"]["flops"] / (median(records["gemm"]["samples_us"]) * 1e-6) / 1e9
     if "floor" in records:

@@ -168,6 +168,8 @@ def _cuda_fields(cp: Any) -> dict[str, Any]:
         "global_memory_bytes": prop("totalGlobalMem"),
         "shared_memory_per_block_optin_bytes": prop("sharedMemPerBlockOptin"),
         "registers_per_sm": prop("regsPerMultiprocessor"),
+        # With NVML's maximum memory clock, the rated DRAM bandwidth the report checks its copy ceiling against.
+        "memory_bus_width_bits": prop("memoryBusWidth"),
     }
 
 

@@ -101,6 +101,12 @@ class KernelSpec:
     # that sum here and the relative tolerance applies to it.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     baselines: Mapping[str, Baseline] = field(default_factory=dict)
+    # bytes_moved counts compulsory traffic (each datum once); a layout family that must issue
+    # more (gathers re-reading rows) states that count here, and the report shows both.
+    bytes_issued: Callable[[Shape], int] | None = None
+    # Layout -> elements per vector access along the last dimension: at a width that is not a
+    # multiple, that layout takes its scalar path, which the report then names as a reason.
+    vector_width: Mapping[str, int] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
     @property

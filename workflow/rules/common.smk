@@ -333,8 +333,20 @@ def profile_files():
     ]
 
 
+def report_kernel_files():
+    """What the report reads from the kernel folders: the specs' byte counts and the published claims."""
+    return [
+        path
+        for kernel in KERNELS
+        for path in (f"kernels/{kernel}/spec.py", f"kernels/{kernel}/claims.yaml")
+        if os.path.exists(path)
+    ]
+
+
 def ceiling_files():
-    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in CEILING_KINDS]
+    """The run's own limits; the L2 copy only where the config keeps it (ceilings.l2)."""
+    kinds = [kind for kind in CEILING_KINDS if kind != "l2" or config["ceilings"]["l2"]]
+    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in kinds]
 
 
 def all_targets():
