@@ -155,6 +155,10 @@ def test_committed_run_is_not_redone_and_not_overwritten(tmp_path):
     """In a fresh copy every file of the committed run gets a new time; the run plans no GPU
     job, and one missing record is refused rather than measured into committed evidence."""
     copy = checkout_copy(tmp_path, runs=["h200-s5a"])
+    # h200-s5a predates the L2 ceiling: a config that asks for it asks for a GPU job.
+    (copy / "config" / "config.yaml").write_text(
+        (copy / "config" / "config.yaml").read_text() + "\nceilings:\n  l2: false\n"
+    )
     planned = snakemake("-n", "--cores", "1", "--config", "run=h200-s5a", cwd=copy)
     assert planned.returncode == 0, planned.stdout + planned.stderr
     for gpu_rule in ("timing", "correctness", "negative_control", "environment", "ceiling", "span"):
@@ -166,7 +170,7 @@ def test_committed_run_is_not_redone_and_not_overwritten(tmp_path):
     assert done.returncode != 0 and "Traceback" not in output
     assert output.rstrip().splitlines()[-1] == (
         "kernelkit: run 'h200-s5a' is committed (git tracks files in results/h200-s5a/) and this command "
-        "would run 1 GPU jobs in it (first: results/h200-s5a/timing/rmsnorm/512x128/t32/rep1.json); "
+        "would run 1 GPU job in it (first: results/h200-s5a/timing/rmsnorm/512x128/t32/rep1.json); "
         "name a new run with --config run=NAME, or add --config overwrite=True to replace its evidence"
     )
     forced = snakemake("-n", "--cores", "1", "--config", "run=h200-s5a", "overwrite=True", cwd=copy)

@@ -171,7 +171,7 @@ def refuse_to_overwrite_committed(jobs):
     run_dir = paths.path(paths.RUN_DIR, run=RUN)
     refuse(
         f"run '{RUN}' is committed (git tracks files in {run_dir}/) and this command would run "
-        f"{len(measuring)} GPU jobs in it (first: {measuring[0].output[0]}); name a new run with "
+        f"{len(measuring)} GPU job{'s' if len(measuring) != 1 else ''} in it (first: {measuring[0].output[0]}); name a new run with "
         f"--config run=NAME, or add --config overwrite=True to replace its evidence"
     )
 
