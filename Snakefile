@@ -21,6 +21,10 @@ onstart:
     before_first_job()
 
 
+onerror:
+    after_failure()
+
+
 rule all:
     default_target: True
     input:

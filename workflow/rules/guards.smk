@@ -194,3 +194,19 @@ def before_first_job():
     refuse_without_gpu(jobs)
     for removed in kit_records.remove_abandoned_temps(paths.path(paths.RUN_DIR, run=RUN)):
         print(f"kernelkit: removed {removed}, left by an interrupted write", file=sys.stderr)
+
+
+def after_failure():
+    """Snakemake's onerror: each failed job's own sentence, the last line of its log, so that the
+    reason is on screen and not only in results/{run}/logs/ (a job's kernelkit command ends its
+    log with one sentence)."""
+    for job in sorted(workflow.scheduler.failed, key=lambda job: str(job.log)):
+        for name in job.log:
+            try:
+                with open(name, encoding="utf-8", errors="replace") as handle:
+                    lines = [line.strip() for line in handle if line.strip()]
+            except OSError:
+                continue
+            if lines:
+                print(f"kernelkit: {job.rule.name} failed ({name}): {lines[-1]}", file=sys.stderr)
+
