@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from kernelkit import KitError
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.tmp-")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -33,6 +35,45 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# The writer's host and pid are in the temporary name, so the cleanup of a later run can tell an
+# abandoned temporary file (its writer is gone) from one a live job is writing right now.
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+$")
+
+
+def _temp_prefix(target_name: str) -> str:
+    return f".{target_name}.tmp-{socket.gethostname()}-{os.getpid()}-"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
+
+    Only files whose writer ran on this host and is no longer alive go: a parallel job or a second
+    run in the same directory may be writing one right now, and a writer on another host (a
+    cluster node) cannot be checked from here, so its files stay.
+    """
+    removed = []
+    host = socket.gethostname()
+    for candidate in Path(run_dir).rglob(".*.tmp-*"):
+        match = _TEMP_NAME.match(candidate.name)
+        if not match or match["host"] != host or not candidate.is_file():
+            continue
+        if _process_alive(int(match["pid"])):
+            continue
+        candidate.unlink(missing_ok=True)
+        removed.append(candidate)
+    return removed
 
 
 def _umask() -> int:

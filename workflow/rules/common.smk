@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import subprocess
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -20,14 +21,26 @@ from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
+
+def refuse(sentence):
+    """Stop Snakemake with the kit's one sentence and exit status 1, nothing around it."""
+    raise SystemExit(f"kernelkit: {sentence}")
+
+
 try:
+    # Snakemake's YAML loader keeps the last of two equal keys; the kit's reader names the line.
+    for configfile_path in workflow.configfiles:
+        kit_config.read_yaml(configfile_path)
     # One sentence naming the bad key and what is allowed, before Snakemake's own check.
     kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
 except KitError as error:
-    raise WorkflowError(str(error)) from None
+    refuse(str(error))
 # The schema holds every default; from here on each key the schema defaults is set.
 validate(config, "../schemas/config.schema.yaml", set_default=True)
 
+# Whether this command may rewrite a committed run: a property of the command, not of the
+# run, so it stays out of the config that the run records (and hashes).
+OVERWRITE = config.pop("overwrite")
 RUN = config["run"]
 REPEATS = config["timing"]["repeats"]
 CACHES = kit_config.caches(config)
@@ -45,6 +58,38 @@ CHECK_SETTINGS = CheckSettings.json_from_config(config)
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
+
+
+def committed_files(run_dir):
+    """The files of a run directory that git tracks: committed evidence."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--", run_dir],
+            cwd=workflow.basedir,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return listed.stdout.split() if listed.returncode == 0 else []
+
+
+# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
+# file times must not make Snakemake redo it (inputs of its GPU rules are ancient()). What is
+# missing still needs the GPU, and guards.smk refuses that unless overwrite is given.
+FROZEN = bool(committed_files(paths.path(paths.RUN_DIR, run=RUN))) and not OVERWRITE
+
+
+def frozen(inputs):
+    """Inputs as they are, or, in a committed run, marked ancient so their times trigger nothing."""
+    if not FROZEN:
+        return inputs
+    if isinstance(inputs, dict):
+        return {key: frozen(value) for key, value in inputs.items()}
+    if isinstance(inputs, list):
+        return [ancient(name) for name in inputs]
+    return ancient(inputs)
 
 
 wildcard_constraints:
@@ -87,10 +132,12 @@ def kernel_sources(wildcards):
     """A kernel's whole folder: editing any of its files reruns exactly its targets. The CPU
     emulation is the test suite's, never run on the GPU, so editing it reruns nothing."""
     folder = SPECS[checked_kernel(wildcards)].folder
-    return sorted(
-        os.path.relpath(path)
-        for path in folder.iterdir()
-        if path.is_file() and path.name != kit_spec.EMULATION_FILE
+    return frozen(
+        sorted(
+            os.path.relpath(path)
+            for path in folder.iterdir()
+            if path.is_file() and path.name != kit_spec.EMULATION_FILE
+        )
     )
 
 
@@ -105,10 +152,12 @@ def checked_layout(wildcards):
 
 
 def correctness_files(kernel):
-    return [
-        paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
-        for name in KERNELS[kernel]["layouts"]
-    ]
+    return frozen(
+        [
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
+            for name in KERNELS[kernel]["layouts"]
+        ]
+    )
 
 
 def hand_written_layouts(kernel):
@@ -119,10 +168,12 @@ def hand_written_layouts(kernel):
 
 
 def control_files(kernel):
-    return [
-        paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
-        for control in SPECS[kernel].mutations
-    ]
+    return frozen(
+        [
+            paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
+            for control in SPECS[kernel].mutations
+        ]
+    )
 
 
 def checked_control(wildcards):
@@ -154,8 +205,8 @@ def timing_inputs(wildcards):
     timed_target(wildcards)
     return {
         "sources": kernel_sources(wildcards),
-        "correctness": paths.path(
-            paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
+        "correctness": frozen(
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout)
         ),
         "controls": control_files(wildcards.kernel),
     }
@@ -179,7 +230,7 @@ def profile_inputs(wildcards):
     profiler never runs beside a timed target."""
     checked_shape(wildcards)
     checked_layout(wildcards)
-    return {
+    return frozen({
         "correctness": paths.path(
             paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
         ),
@@ -196,7 +247,7 @@ def profile_inputs(wildcards):
             for repeat in range(1, REPEATS + 1)
             if "warm" in CACHES
         ],
-    }
+    })
 
 
 def checked_span(wildcards):

@@ -45,7 +45,7 @@ rule negative_control:
 rule sanitize:
     input:
         sources=kernel_sources,
-        correctness=paths.CORRECTNESS,
+        correctness=frozen(paths.CORRECTNESS),
     output:
         report(
             paths.SANITIZER,
