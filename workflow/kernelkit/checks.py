@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from kernelkit import KitError, spec as specs
+from kernelkit import KitError, determinism, spec as specs
+from kernelkit import config as kit_config
 from kernelkit.inputs import rng_for
 from kernelkit.records import read_record, write_record
 from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
@@ -24,6 +25,18 @@ from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
 # up) or finite values, never these bits, so "still the sentinel" means "never written".
 SENTINEL_BITS = np.uint32(0x7FA5A5A5)
 GUARD_ELEMENTS = 1024
+
+
+@dataclass(frozen=True)
+class CheckSettings(kit_config.StageSettings):
+    """The config's `checks` section: how many identical launches each correctness case gets."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"checks": ("determinism_runs",)}
+    determinism_runs: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "CheckSettings":
+        return cls(int(config["checks"]["determinism_runs"]))
 
 
 @dataclass
@@ -42,6 +55,12 @@ class CaseResult:
     nonfinite: int
     sentinel_left: int
     guard_overwritten: int
+    # Determinism: identical launches on fresh buffers, elements whose bits differed among them,
+    # and the spec's reason where the layout is declared nondeterministic ("" otherwise).
+    deterministic: bool = True
+    launches: int = 1
+    differing_elements: int = 0
+    nondeterministic_reason: str = ""
 
 
 def check_case(
@@ -109,8 +128,9 @@ def _symptom(counts: Mapping[str, int], out: np.ndarray, sentinel: np.ndarray) -
     return "none"
 
 
-def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str) -> CaseResult:
-    """One launch (or one library call, whose result is copied in) on the GPU, judged by `check_case`."""
+def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str, runs: int = 1) -> CaseResult:
+    """`runs` launches (or library calls, whose result is copied in) on the GPU, each on a freshly
+    sentinel-filled buffer; the first is judged by `check_case`, all must agree bit for bit."""
     from kernelkit import device
 
     cp = device.cupy()
@@ -123,40 +143,59 @@ def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, patt
     elements = int(np.prod(out_shape))
 
     padded = cp.empty(GUARD_ELEMENTS + elements + GUARD_ELEMENTS, dtype=cp.uint32)
-    padded.fill(int(SENTINEL_BITS))
     out = padded[GUARD_ELEMENTS : GUARD_ELEMENTS + elements].view(cp.float32).reshape(out_shape)
     if spec.is_baseline(layout_name):
         from kernelkit import library
 
-        result = library.as_cupy(spec.baselines[layout_name].make_call(buffers, shape)())
-        # A result of another shape or type is not copied: its case then fails as unwritten.
-        if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
-            out[...] = result
+        call = spec.baselines[layout_name].make_call(buffers, shape)
+
+        def launch_once() -> None:
+            result = library.as_cupy(call())
+            # A result of another shape or type is not copied: its case then fails as unwritten.
+            if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
+                out[...] = result
     else:
         launch_once, _ = device.launcher(spec, kernel, spec.layout(layout_name), shape, buffers, out)
+
+    launches = []
+    for _ in range(max(1, runs)):
+        padded.fill(int(SENTINEL_BITS))
         launch_once()
-    cp.cuda.Device().synchronize()
+        cp.cuda.Device().synchronize()
+        launches.append(device.download(padded))
 
     scale = spec.error_scale(on_device) if spec.error_scale else None
-    verdict = check_case(device.download(padded), reference, spec.tolerance, scale=scale)
+    verdict = check_case(launches[0], reference, spec.tolerance, scale=scale)
+    verdict = determinism.judge(verdict, determinism.compare_launches(launches), spec.nondeterministic.get(layout_name))
     worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), out_shape)]
     return CaseResult(
         kernel=spec.name, layout=layout_name, shape=shape_name(shape), pattern=pattern, worst_index=worst_index, **verdict
     )
 
 
-def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None) -> list[CaseResult]:
-    """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
+def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
+              cases: Sequence[tuple[Shape, str]] | None = None) -> list[CaseResult]:
+    """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
+    mutated) source, each case launched `runs` times."""
     from kernelkit import device
 
     entries = {spec.entry_of(layout) for layout in layouts if not spec.is_baseline(layout)}
     compiled = {entry: device.compile_kernel(spec, mutation, entry) for entry in sorted(entries)}
     return [
-        run_case(spec, None if spec.is_baseline(layout) else compiled[spec.entry_of(layout)], layout, shape, pattern)
+        run_case(spec, None if spec.is_baseline(layout) else compiled[spec.entry_of(layout)], layout, shape, pattern, runs)
         for layout in layouts
-        for shape in spec.correctness_shapes
-        for pattern in spec.patterns
+        for shape, pattern in (cases if cases is not None else correctness_cases(spec))
     ]
+
+
+def correctness_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
+    return [(shape, pattern) for shape in spec.correctness_shapes for pattern in spec.patterns]
+
+
+def sanitizer_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
+    """The few cases compute-sanitizer runs (see KernelSpec.sanitizer_shapes_used): the values a
+    pattern gives change no code path of these kernels, so one pattern, `normal`."""
+    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
 def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None = None) -> dict[str, Any]:
@@ -197,17 +236,25 @@ def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
 
 
 def cmd_correctness(args: argparse.Namespace) -> int:
+    settings = CheckSettings.from_json(args.settings)
     spec = specs.load(args.kernel)
     layouts = args.layout or list(spec.all_layouts)
     for layout in layouts:
         spec.layout(layout)
+    if args.control is not None:
+        spec.mutation(args.control)
+        if any(spec.is_baseline(layout) for layout in layouts) or args.output:
+            raise KitError("--control builds hand-written layouts with a mutation and writes nothing; "
+                           "name hand-written layouts with --layout and leave out --output")
     skipped = _skipped_baselines(spec, layouts)
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
     layouts = [layout for layout in layouts if layout not in skipped]
-    cases = run_suite(spec, layouts) if layouts else []
+    chosen = sanitizer_cases(spec) if args.sanitizer_cases else None
+    cases = run_suite(spec, layouts, args.control, settings.determinism_runs, chosen) if layouts else []
     _print_cases(cases)
-    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None}
+    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None,
+              "determinism_runs": settings.determinism_runs}
     failed = record["failed_count"]
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
@@ -218,22 +265,47 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     return 0
 
 
+def catching_check(case: Mapping[str, Any]) -> str:
+    """Which check a failing case failed: determinism when only the repeated launches disagreed."""
+    return "determinism" if case["symptom"] == determinism.DIFFER_SYMPTOM else "correctness"
+
+
 def cmd_control(args: argparse.Namespace) -> int:
+    from kernelkit import tools
+
+    settings = CheckSettings.from_json(args.settings)
     spec = specs.load(args.kernel)
     mutation = spec.mutation(args.control)
     for layout in args.layout:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
-    cases = run_suite(spec, args.layout, args.control)
+    cases = run_suite(spec, args.layout, args.control, settings.determinism_runs)
     _print_cases(cases)
     record = suite_record(spec, cases, args.control)
     caught = [case for case in record["cases"] if not case["passed"]]
-    if not caught:
+    by_layout: dict[str, str | None] = {layout: None for layout in args.layout}
+    for case in reversed(caught):
+        by_layout[case["layout"]] = catching_check(case)
+    # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught.
+    racecheck = {layout: tools.racecheck_control(spec.name, layout, args.control)
+                 for layout, check in by_layout.items() if check is None}
+    for layout, result in racecheck.items():
+        if result.get("hazards"):
+            by_layout[layout] = "racecheck"
+    if not any(by_layout.values()):
+        unchecked = "; ".join(f"racecheck {r['skipped']}" for r in racecheck.values() if "skipped" in r)
         raise KitError(
             f"negative control '{args.control}' of {spec.name} ({mutation.why}) passed all {len(cases)} correctness "
-            "cases: the checks cannot see this bug, so no timing will run"
+            f"cases, {settings.determinism_runs} identical launches each, and racecheck"
+            f"{' (' + unchecked + ')' if unchecked else ''}: the checks cannot see this bug, so no timing will run"
         )
-    first = caught[0]
+    if caught:
+        first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
+        first["check"] = catching_check(caught[0])
+    else:
+        layout = next(name for name, check in by_layout.items() if check)
+        first = {"layout": layout, "check": "racecheck",
+                 "symptom": f"racecheck reports {racecheck[layout]['hazards']} shared-memory hazards"}
     if args.output:
         write_record(
             args.output,
@@ -242,17 +314,24 @@ def cmd_control(args: argparse.Namespace) -> int:
                 "control": args.control,
                 "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
                 "layouts": args.layout,
+                "determinism_runs": settings.determinism_runs,
                 "caught": True,
-                "caught_by": {key: first[key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")},
+                "caught_by": first,
+                "caught_in_layouts": by_layout,
+                "racecheck": racecheck,
             },
         )
-    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases; first: {first['layout']} "
-          f"{first['shape']} {first['pattern']}: {first['symptom']}")
+    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases"
+          f"{' and by racecheck' if first['check'] == 'racecheck' else ''}; by layout: "
+          f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first.get('shape', '')} "
+          f"{first.get('pattern', '')}: {first['symptom']}")
     return 0
 
 
-def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> str | None:
-    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source.
+def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str],
+                    sanitizer_file: str | None = None) -> str | None:
+    """Refuse to time a kernel whose correctness, controls and (when given) sanitizer record did not
+    pass in this run, on this source.
 
     Returns the reason when the layout was skipped (its library is missing here), else None.
     """
@@ -272,6 +351,10 @@ def require_checked(spec: KernelSpec, layout: str, correctness_file: str, contro
     missing = set(spec.mutations) - checked
     if missing:
         raise KitError(f"negative controls {', '.join(sorted(missing))} of {spec.name} have no result; nothing will be timed")
+    if sanitizer_file:
+        from kernelkit import tools
+
+        tools.require_clean(spec, layout, sanitizer_file)
     return None
 
 
@@ -280,6 +363,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
     p.add_argument("--layout", action="append", help="a layout of the kernel, repeatable; default: every layout")
     p.add_argument("--output", help="where to write the correctness record (JSON); default: print only")
+    p.add_argument("--sanitizer-cases", action="store_true",
+                   help="run only the few cases compute-sanitizer runs (KernelSpec.sanitizer_shapes_used, pattern normal)")
+    p.add_argument("--control", help="build with this negative control's mutation (print only; for racecheck)")
+    _add_settings_argument(p)
     p.set_defaults(func=cmd_correctness)
 
     p = subparsers.add_parser(
@@ -290,4 +377,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", action="append", required=True,
                    help="a hand-written layout to build with the mutation, repeatable")
     p.add_argument("--output", help="where to write the control record (JSON); default: print only")
+    _add_settings_argument(p)
     p.set_defaults(func=cmd_control)
+
+
+def _add_settings_argument(parser: Any) -> None:
+    parser.add_argument("--settings", default='{"checks": {}}',
+                        help="the checks settings as JSON, a slice of the validated config (checks: determinism_runs); "
+                             "default: the schema's defaults")

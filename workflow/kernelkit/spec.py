@@ -44,6 +44,9 @@ class Mutation:
     find: str
     replace: str
     why: str
+    # Why the CPU emulation cannot show this bug (a race needs threads), or "" when it can: the
+    # CPU tests then skip emulating this control and say why; on the GPU it must still be caught.
+    needs_gpu_to_show: str = ""
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -101,6 +104,11 @@ class KernelSpec:
     # that sum here and the relative tolerance applies to it.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     baselines: Mapping[str, Baseline] = field(default_factory=dict)
+    # Layouts (hand-written or baseline) whose results may differ bit for bit between identical
+    # launches (atomics), each with the reason; every other layout must repeat itself exactly.
+    nondeterministic: Mapping[str, str] = field(default_factory=dict)
+    # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
+    sanitizer_shapes: tuple[Shape, ...] | None = None
     folder: Path = field(default=Path("."))
 
     @property
@@ -136,6 +144,20 @@ class KernelSpec:
     def entry_of(self, layout: str) -> str:
         """The kernel function a layout launches: its own `entry`, else the spec's."""
         return str(self.layout(layout).get("entry", self.entry))
+
+    def sanitizer_shapes_used(self) -> tuple[Shape, ...]:
+        """The spec's `sanitizer_shapes`, else every correctness shape but the largest.
+
+        The correctness shapes are chosen to reach every code path (odd widths, tails, several
+        warps, blocks or loop trips); all but the largest still do, while the largest costs the
+        most under instrumentation (racecheck tracks every shared-memory access). One shape is kept.
+        """
+        if self.sanitizer_shapes is not None:
+            return tuple(self.sanitizer_shapes)
+        if len(self.correctness_shapes) < 2:
+            return tuple(self.correctness_shapes)
+        largest = max(self.correctness_shapes, key=lambda shape: (int(np.prod(self.output_shape(shape))), shape))
+        return tuple(shape for shape in self.correctness_shapes if shape != largest)
 
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:

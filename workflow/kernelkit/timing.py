@@ -287,7 +287,8 @@ def cmd_time(args: argparse.Namespace) -> int:
         # Only when above 1, so that runs with one placement compare equal to files written before the option.
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
-    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls)
+    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls,
+                                     args.sanitizer[0] if args.sanitizer else None)
     if skipped:
         write_record(args.output, {**identity, "skipped": skipped})
         print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
@@ -374,6 +375,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", required=True, help="one layout of the kernel")
     p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--sanitizer", nargs="*", default=[],
+                   help="the layout's sanitizer record from this run (none: races were not checked)")
     p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
     kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
     p.add_argument("--repeat", type=int, required=True, help="which repeat of the run this process is (from 1)")

@@ -15,6 +15,7 @@ from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
 from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
+from kernelkit.checks import CheckSettings
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
@@ -35,6 +36,7 @@ KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 # One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
 TIMING_SETTINGS = TimingSettings.json_from_config(config)
+CHECK_SETTINGS = CheckSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
 CEILING_SETTINGS = CeilingSettings.json_from_config(config)
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
@@ -151,7 +153,19 @@ def timing_inputs(wildcards):
             paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
         ),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, [wildcards.layout]),
     }
+
+
+def layout_sanitizer_files(kernel, layouts):
+    """The sanitizer records that gate these layouts' timing: hand-written ones, with `sanitize` on."""
+    if not config["sanitize"]:
+        return []
+    return [
+        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
+        for name in layouts
+        if not SPECS[kernel].is_baseline(name)
+    ]
 
 
 def checked_shape(wildcards):
@@ -213,6 +227,7 @@ def span_inputs(wildcards):
         "sources": kernel_sources(wildcards),
         "correctness": correctness_files(wildcards.kernel),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, KERNELS[wildcards.kernel]["layouts"]),
     }
 
 
@@ -261,14 +276,7 @@ def timing_files(kernel=None, cache="warm"):
 
 
 def sanitizer_files():
-    if not config["sanitize"]:
-        return []
-    return [
-        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
-        for kernel, entry in KERNELS.items()
-        for name in entry["layouts"]
-        if not SPECS[kernel].is_baseline(name)
-    ]
+    return [name for kernel, entry in KERNELS.items() for name in layout_sanitizer_files(kernel, entry["layouts"])]
 
 
 def profile_files():

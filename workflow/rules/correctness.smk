@@ -12,9 +12,10 @@ rule correctness:
         gpu=1,
     params:
         layout=checked_layout,
+        settings=CHECK_SETTINGS,
     shell:
         "python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
-        " --output {output} > {log} 2>&1"
+        " --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
 rule negative_control:
@@ -35,9 +36,10 @@ rule negative_control:
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
+        settings=CHECK_SETTINGS,
     shell:
         "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
-        " {params.layouts} --output {output} > {log} 2>&1"
+        " {params.layouts} --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
 rule sanitize:
@@ -48,10 +50,12 @@ rule sanitize:
         report(
             paths.SANITIZER,
             caption="../report/tools.rst",
-            category="Optional tools",
+            category="Checks",
         ),
     log:
         paths.log(paths.SANITIZER),
+    # A check like correctness: it gates the layout's timing, so it runs before any timed target.
+    priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
