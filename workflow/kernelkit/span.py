@@ -88,10 +88,10 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, sampler
+    from kernelkit import checks, device, environment, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
-    from kernelkit.timing import inputs_on_device, measured_around
+    from kernelkit.timing import inputs_on_device, measured_around, timing_inputs
 
     settings = SpanSettings.from_json(args.settings)
     spec = specs.load(args.kernel)
@@ -113,6 +113,11 @@ def cmd_span(args: argparse.Namespace) -> int:
     out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
     implementations = {layout: device.implementation(spec, layout, shape, buffers, out) for layout in layouts}
     cp.cuda.Device().synchronize()
+    # Each layout's output once at this shape, as the timing stage does (hand-written ones share `out`,
+    # so each is judged right after its own call).
+    host_inputs = timing_inputs(spec, args.shape)
+    verified = {layout: verify.verify_timed_output(spec, layout, args.shape, host_inputs, impl)
+                for layout, impl in implementations.items()}
 
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
@@ -136,7 +141,8 @@ def cmd_span(args: argparse.Namespace) -> int:
             "method": settings.method.describe(),
             "unit": "microseconds per call",
             "layouts": {
-                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)), **impl.record}
+                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)),
+                         "verified": verified[layout], **impl.record}
                 for layout, impl in implementations.items()
             },
             "skipped": skipped,

@@ -107,6 +107,9 @@ class KernelSpec:
     # Layouts (hand-written or baseline) whose results may differ bit for bit between identical
     # launches (atomics), each with the reason; every other layout must repeat itself exactly.
     nondeterministic: Mapping[str, str] = field(default_factory=dict)
+    # The float64 reference for device (CuPy) arrays, for a `reference` that cannot run on CuPy as it
+    # is; None: `reference` itself is tried on the device first (see kernelkit.verify).
+    device_reference: Callable[[Mapping[str, Any]], Any] | None = None
     # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
     sanitizer_shapes: tuple[Shape, ...] | None = None
     folder: Path = field(default=Path("."))

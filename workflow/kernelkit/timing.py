@@ -266,7 +266,7 @@ def inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, sampler
+    from kernelkit import checks, device, environment, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -313,6 +313,7 @@ def cmd_time(args: argparse.Namespace) -> int:
                                 "addresses": device.addresses({**buffers, "out": out})}
 
     implementation, placement = placed(0)
+    verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
     nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
     flush = L2Flush() if args.cache == "cold" else None
@@ -356,6 +357,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
             "clock_trace": clocks.trace,
+            "verified": verified,
             **implementation.record,
             **measured_around(spec, shape, before, after),
         },
