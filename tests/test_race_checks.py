@@ -220,3 +220,15 @@ def test_broken_fixtures_change_only_what_they_say_and_build(tmp_path):
             done = subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-o", str(tmp_path / "k.cubin"), str(spec.source_path)],
                                   capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr
+
+
+def test_neighbor_reference_written_for_any_array_module_matches_a_scatter_add():
+    neighbor = specs.load("neighbor")
+    shape = (2000, 16)
+    inputs = neighbor.make_inputs(shape, "normal", rng_for("neighbor", specs.shape_name(shape), "normal"))
+    indptr, x = inputs["indptr"], inputs["x"].astype(np.float64)
+    scattered = np.zeros((shape[0], shape[1]))
+    np.add.at(scattered, np.repeat(np.arange(shape[0]), np.diff(indptr)), x[inputs["indices"]])
+    assert np.abs(neighbor.reference(inputs) - scattered).max() < 1e-12
+    assert (np.diff(indptr) == 0).any()  # nodes without edges get exact zeros too
+    assert (neighbor.reference(inputs)[np.diff(indptr) == 0] == 0).all()
