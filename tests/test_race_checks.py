@@ -232,3 +232,37 @@ def test_neighbor_reference_written_for_any_array_module_matches_a_scatter_add()
     assert np.abs(neighbor.reference(inputs) - scattered).max() < 1e-12
     assert (np.diff(indptr) == 0).any()  # nodes without edges get exact zeros too
     assert (neighbor.reference(inputs)[np.diff(indptr) == 0] == 0).all()
+
+
+def test_report_names_the_check_that_caught_each_control():
+    from types import SimpleNamespace
+
+    from kernelkit import document as doc
+    from kernelkit.report import section_controls
+
+    committed = json.loads((REPO / "results" / "h200-s5a" / "controls" / "rmsnorm" / "tail.json").read_text())
+    raced = {**committed, "control": "barrier", "mutation": {**committed["mutation"], "why": "barrier removed"},
+             "cases": [{**case, "passed": True, "symptom": "none"} for case in committed["cases"]],
+             "caught_by": {"layout": "t32", "check": "racecheck", "symptom": "racecheck reports 24 shared-memory hazards"},
+             "caught_in_layouts": {"t32": "racecheck", "t256": "determinism"}}
+    section = section_controls(SimpleNamespace(controls=[committed, raced]))
+    table = next(block for block in section.blocks if isinstance(block, doc.Table))
+    old, new = table.rows
+    assert old[-1].startswith("t32 8x") and "caught by" not in old[-1]  # records before the new checks read as before
+    assert new[3] == f"0/{len(committed['cases'])}" and new[4] == "none"
+    assert new[-1] == "t32: racecheck reports 24 shared-memory hazards (caught by t32: racecheck, t256: determinism)"
+
+
+def test_a_nondeterministic_declaration_must_name_a_layout_and_a_reason(tmp_path):
+    target = tmp_path / "rmsnorm"
+    shutil.copytree(REPO / "kernels" / "rmsnorm", target)
+    spec_file = target / "spec.py"
+    original = spec_file.read_text()
+    for declared, accepted in (('{"t32": "atomics add in arrival order"}', True), ('{"t64": "atomics"}', False),
+                               ('{"t32": " "}', False)):
+        spec_file.write_text(original.replace("    flops=flops,\n)", f"    flops=flops,\n    nondeterministic={declared},\n)"))
+        if accepted:
+            assert specs.load("rmsnorm", tmp_path).nondeterministic == {"t32": "atomics add in arrival order"}
+        else:
+            with pytest.raises(KitError, match="declares layout .* nondeterministic; name a layout of the spec"):
+                specs.load("rmsnorm", tmp_path)

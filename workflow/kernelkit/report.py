@@ -231,11 +231,17 @@ def section_controls(run: Run) -> doc.Section:
         how = "; ".join(f"{kind} ({len(cs)} cases; patterns {', '.join(sorted({c['pattern'] for c in cs}))})"
                         for kind, cs in sorted(by_kind.items()))
         first = control["caught_by"]
+        where = " ".join(str(first[key]) for key in ("layout", "shape", "pattern") if key in first)
+        # Records since the determinism check and racecheck joined the controls name the check per layout.
+        checks = control.get("caught_in_layouts")
+        by = (" (caught by " + ", ".join(f"{layout}: {check or 'nothing'}" for layout, check in checks.items()) + ")"
+              if checks else "")
         rows.append((control["kernel"], control["control"], control["mutation"]["why"],
-                     f"{len(caught)}/{len(control['cases'])}", how,
-                     f"{first['layout']} {first['shape']} {first['pattern']}: {first['symptom']}"))
+                     f"{len(caught)}/{len(control['cases'])}", how or "none", f"{where}: {first['symptom']}{by}"))
     return doc.Section("Negative controls", [
-        doc.Paragraph("Mutated builds of the same source; each must fail the correctness suite before anything is timed."),
+        doc.Paragraph("Mutated builds of the same source; each must be caught before anything is timed: by the "
+                      "correctness cases, by their repeated launches disagreeing (determinism) or, for a race the "
+                      "cases cannot show, by compute-sanitizer's racecheck."),
         doc.Table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows),
     ])
 

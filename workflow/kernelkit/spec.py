@@ -241,4 +241,8 @@ def load(name: str, root: Path | None = None) -> KernelSpec:
         raise KitError(f"kernels/{name}/spec.py defines no SPEC = KernelSpec(...)")
     if spec.name != name:
         raise KitError(f"kernels/{name}/spec.py names its kernel '{spec.name}'; it must match its folder '{name}'")
+    for layout, reason in spec.nondeterministic.items():
+        if layout not in spec.all_layouts or not str(reason).strip():
+            raise KitError(f"kernels/{name}/spec.py declares layout '{layout}' nondeterministic; name a layout of the "
+                           f"spec ({', '.join(spec.all_layouts)}) and say why, e.g. {{'{layout}': 'atomics add in arrival order'}}")
     return replace(spec, folder=folder.resolve())
