@@ -287,6 +287,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     for case in reversed(caught):
         by_layout[case["layout"]] = catching_check(case)
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught.
+    # It runs a child `kernelkit correctness` process that takes the GPU lock itself: this process
+    # must not hold the lock here, or the child waits on its parent (see kernelkit.gpulock).
     racecheck = {layout: tools.racecheck_control(spec.name, layout, args.control)
                  for layout, check in by_layout.items() if check is None}
     for layout, result in racecheck.items():
