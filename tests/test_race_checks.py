@@ -266,3 +266,19 @@ def test_a_nondeterministic_declaration_must_name_a_layout_and_a_reason(tmp_path
         else:
             with pytest.raises(KitError, match="declares layout .* nondeterministic; name a layout of the spec"):
                 specs.load("rmsnorm", tmp_path)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--layout", "t32", "--control", "barrier", "--output", "x.json"],
+     "--control builds hand-written layouts with a mutation and writes nothing"),
+    (["--layout", "t32", "--control", "nosuch"], "negative control 'nosuch' is not defined for kernel 'rmsnorm'"),
+    (["--settings", '{"checks": {"determinism_runs": 0}}'], "'checks.determinism_runs' must be an integer from 1 to 100"),
+])
+def test_correctness_command_refuses_bad_arguments_before_any_gpu_work(tmp_path, capsys, arguments, message):
+    from kernelkit.cli import main
+
+    arguments = [str(tmp_path / a) if a == "x.json" else a for a in arguments]
+    assert main(["correctness", "--kernel", "rmsnorm", *arguments]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kernelkit correctness: ") and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()
