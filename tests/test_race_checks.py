@@ -282,3 +282,35 @@ def test_correctness_command_refuses_bad_arguments_before_any_gpu_work(tmp_path,
     err = capsys.readouterr().err.strip()
     assert err.startswith("kernelkit correctness: ") and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_report_sentences_count_determinism_and_verification_from_the_records():
+    from kernelkit.report import _determinism_sentence, _verified_sentence
+
+    committed = json.loads((REPO / "results" / "h200-s5a" / "correctness" / "rmsnorm" / "t32.json").read_text())
+    assert _determinism_sentence(committed["cases"]) is None  # made before the check: nothing is claimed
+
+    inputs = _inputs((8, 127))
+    reference = RMSNORM.reference(inputs)
+    steady = [padded_output(EMULATE(inputs, "t32")[0]) for _ in range(3)]
+    raced = [padded_output(_reordered_rmsnorm(inputs, seed)) for seed in range(3)]
+    cases = []
+    for layout, launches, exempt in (("t32", steady, None), ("t256", raced, None), ("t256", raced, "atomics")):
+        judged = determinism.judge(check_case(launches[0], reference, RMSNORM.tolerance),
+                                   determinism.compare_launches(launches), exempt)
+        cases.append({**judged, "kernel": "rmsnorm", "layout": layout, "shape": "8x127", "pattern": "normal"})
+    assert _determinism_sentence(cases) == (
+        "Determinism: each of 3 cases was launched 3 times on a freshly filled output; 2 did not repeat their bits "
+        "(rmsnorm t256 8x127 normal; rmsnorm t256 8x127 normal). Declared nondeterministic: rmsnorm t256: atomics.")
+
+    timing = json.loads((REPO / "results" / "h200-s5a" / "timing" / "rmsnorm" / "512x128" / "t32" / "rep1.json").read_text())
+    wide = _inputs((16, 8194))
+    verdict = {**verify.compare(EMULATE(wide, "t32")[0], RMSNORM.reference(wide), RMSNORM.tolerance),
+               "reference": "float64 on GPU"}
+    records = [{**timing, "verified": verdict}, {**timing, "verified": {"passed": None, "reference": "not verified: why"}},
+               timing]
+    assert _verified_sentence([timing]) is None
+    assert _verified_sentence(records) == (
+        "Timed shapes: 1 of 3 timing records verified their own output once at the timed shape against a float64 "
+        f"reference (float64 on GPU), largest |error| {verdict['max_abs_error']:.4e} (rmsnorm 512x128 t32). "
+        "Not verified: rmsnorm 512x128 t32: not verified: why. 1 records predate the verification.")

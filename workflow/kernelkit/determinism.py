@@ -40,3 +40,17 @@ def judge(verdict: dict[str, Any], comparison: dict[str, Any], exempt_reason: st
     if not comparison["deterministic"] and not exempt_reason and verdict["passed"]:
         judged.update(passed=False, symptom=DIFFER_SYMPTOM)
     return judged
+
+
+def summarize(cases: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Determinism over correctness cases; None when no case was launched more than once."""
+    repeated = [case for case in cases if case.get("launches", 1) > 1]
+    if not repeated:
+        return None
+    return {
+        "cases": len(repeated),
+        "launches": sorted({case["launches"] for case in repeated}),
+        "differing": [f"{c['kernel']} {c['layout']} {c['shape']} {c['pattern']}" for c in repeated if not c["deterministic"]],
+        "exempt": sorted({f"{c['kernel']} {c['layout']}: {c['nondeterministic_reason']}" for c in repeated
+                          if c.get("nondeterministic_reason")}),
+    }

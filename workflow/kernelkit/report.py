@@ -206,10 +206,43 @@ def section_correctness(run: Run) -> doc.Section:
         blocks.append(doc.Paragraph("Tolerances (abs, rel): " + "; ".join(
             f"{kernel} {abs_:g}, {rel:g}" for kernel, abs_, rel in tolerances) + "."))
     blocks.append(doc.Table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), rows))
+    blocks += [doc.Paragraph(text) for text in (_determinism_sentence(cases), _verified_sentence(run.timings + run.cold))
+               if text]
     skipped = [f"{r['kernel']} {layout}: {reason}" for r in run.correctness for layout, reason in r.get("skipped", {}).items()]
     if skipped:
         blocks.append(doc.Paragraph("Skipped, neither checked nor timed: " + "; ".join(skipped) + "."))
     return doc.Section("Correctness", blocks)
+
+
+def _determinism_sentence(cases: list[dict[str, Any]]) -> str | None:
+    from kernelkit import determinism
+
+    found = determinism.summarize(cases)
+    if found is None:
+        return None
+    text = (f"Determinism: each of {found['cases']} cases was launched {', '.join(map(str, found['launches']))} times on a "
+            f"freshly filled output; {len(found['differing'])} did not repeat their bits"
+            + (f" ({'; '.join(found['differing'])})" if found["differing"] else "") + ".")
+    return text + (f" Declared nondeterministic: {'; '.join(found['exempt'])}." if found["exempt"] else "")
+
+
+def _verified_sentence(records: list[dict[str, Any]]) -> str | None:
+    from kernelkit import verify
+
+    found = verify.summarize(records)
+    if found is None:
+        return None
+    text = (f"Timed shapes: {found['verified']} of {found['records']} timing records verified their own output once at "
+            f"the timed shape against a float64 reference ({', '.join(found['references']) or 'none'})")
+    if found["worst"]:
+        worst = found["worst"]
+        text += (f", largest |error| {worst['max_abs_error']:.4e} ({worst['kernel']} {worst['shape']} {worst['layout']})")
+    text += "."
+    if found["not_verified"]:
+        text += f" Not verified: {'; '.join(found['not_verified'])}."
+    if found["without"]:
+        text += f" {found['without']} records predate the verification."
+    return text
 
 
 def symptom_kind(symptom: str) -> str:

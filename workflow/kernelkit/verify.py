@@ -100,10 +100,12 @@ def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, host_inp
     cp.cuda.Device().synchronize()
     reference, scale, where = reference_for(spec, shape, host_inputs)
     if reference is None:
+        del out, result
+        cp.get_default_memory_pool().free_all_blocks()
         print(f"{spec.name} {shape_text} {layout}: {where}")
         return {"passed": None, "reference": where}
     verdict = {**compare(out, reference, spec.tolerance, scale), "reference": where}
-    del reference, scale
+    del reference, scale, out, result  # a baseline's own output too: only the implementation's buffers stay
     cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
     if not verdict["passed"]:
         raise KitError(failure_sentence(spec.name, shape_text, layout, verdict))
@@ -111,3 +113,23 @@ def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, host_inp
           f"max |err| {verdict['max_abs_error']:.3e} over {verdict['elements']} elements")
     return verdict
 
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the timing records say about their timed-shape verification; None when none carries one
+    (runs made before it existed). A failing verification writes no record, so none appears here."""
+    verified = [r for r in records if isinstance(r.get("verified"), dict)]
+    if not verified:
+        return None
+    passed = [r for r in verified if r["verified"].get("passed") is True]
+    worst = max(passed, key=lambda r: r["verified"]["max_abs_error"], default=None)
+    return {
+        "records": len(records),
+        "verified": len(passed),
+        "not_verified": [f"{r['kernel']} {r['shape']} {r['layout']}: {r['verified'].get('reference')}"
+                         for r in verified if r["verified"].get("passed") is not True],
+        "without": len(records) - len(verified),
+        "references": sorted({r["verified"].get("reference", "") for r in passed}),
+        "worst": None if worst is None else {key: worst[key] for key in ("kernel", "shape", "layout")}
+        | {"max_abs_error": worst["verified"]["max_abs_error"]},
+    }
