@@ -314,3 +314,16 @@ def test_report_sentences_count_determinism_and_verification_from_the_records():
         "Timed shapes: 1 of 3 timing records verified their own output once at the timed shape against a float64 "
         f"reference (float64 on GPU), largest |error| {verdict['max_abs_error']:.4e} (rmsnorm 512x128 t32). "
         "Not verified: rmsnorm 512x128 t32: not verified: why. 1 records predate the verification.")
+
+
+def test_tool_children_run_this_kit_whatever_else_is_installed(monkeypatch):
+    import os
+    import sys
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = tools._same_kit_environment()
+    first, rest = env["PYTHONPATH"].split(os.pathsep, 1)
+    assert Path(first) == Path(tools.__file__).resolve().parent.parent and rest == "/elsewhere"
+    done = subprocess.run([sys.executable, "-c", "import kernelkit, sys; print(kernelkit.__file__)"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert Path(done.stdout.strip()).resolve().parent == Path(tools.__file__).resolve().parent

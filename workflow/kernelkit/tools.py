@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError, spec as specs
@@ -33,6 +35,14 @@ NCU_METRICS = {
 
 def _kit(*args: str) -> list[str]:
     return [sys.executable, "-m", "kernelkit", *args]
+
+
+def _same_kit_environment() -> dict[str, str]:
+    """The environment for a child `kernelkit`: this process's package first on the path, so the
+    child under the tool runs this kit even where another copy is installed."""
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -62,7 +72,7 @@ def _run_tool(exe: str, tool: str, kernel: str, layout: str, control: str | None
                    *(("--control", control) if control else ()))
     try:
         done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
-                              capture_output=True, text=True, timeout=timeout_s)
+                              capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
     except subprocess.TimeoutExpired as error:
         output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
         return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
@@ -145,7 +155,8 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     ncu_arguments = ["--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "details",
                      "--metrics", ",".join(NCU_METRICS)]
     program = _kit("profile-call", "--kernel", kernel, "--shape", shape, "--layout", layout)
-    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s,
+                          env=_same_kit_environment())
     output = done.stdout + done.stderr
     launches = ncu_metrics(done.stdout)
     if not launches:
