@@ -46,7 +46,8 @@ def _controls(tmp_path, spec):
     paths = []
     for control in sorted(spec.mutations):
         paths.append(tmp_path / f"{control}.json")
-        assert main(["control", "--kernel", "rmsnorm", "--control", control, "--layout", "t32", "--layout", "t256",
+        hand_written = [arg for layout in spec.layouts for arg in ("--layout", layout)]  # vec_* mutate only vec
+        assert main(["control", "--kernel", "rmsnorm", "--control", control, *hand_written,
                      "--output", str(paths[-1])]) == 0, control
     return paths
 

@@ -26,8 +26,8 @@ class Recorder:
 sys.meta_path.insert(0, Recorder())
 
 import numpy as np
-from kernelkit import (ceilings, cli, correctness, device, environment, foreign, gpulock, inputs, library, sampler,
-                       spec, stats, timing)
+from kernelkit import (ceilings, checks, cli, device, environment, foreign, gpulock, inputs, library, sampler,
+                       span, spec, stats, timing, tools)
 
 for name in spec.available():
     kernel = spec.load(name)

@@ -65,7 +65,7 @@ def test_the_pair_agrees_and_the_placement_dependent_targets_are_ambiguous_not_c
 @pytest.mark.parametrize("run", RUNS)
 def test_ceilings_are_the_fastest_variant_and_nothing_beats_them(run):
     found = {kind: json.loads((REPO / "results" / run / "ceilings" / f"{kind}.json").read_text())
-             for kind in ceilings.KINDS}
+             for kind in ("copy", "gemm", "floor")}
     for kind in ("copy", "gemm"):
         variants = found[kind]["variants"]
         assert found[kind]["best"] == min(variants, key=lambda name: statistics.median(variants[name]["samples_us"]))
@@ -75,7 +75,7 @@ def test_ceilings_are_the_fastest_variant_and_nothing_beats_them(run):
     assert min(copy_rates, key=copy_rates.get) == "memcpy" and max(copy_rates.values()) > 1.5 * copy_rates["memcpy"]
     assert set(found["gemm"]["variants"]) == {"cupy", "torch"}
     run_files = report.Run(REPO / "results" / run)
-    assert not any(report.target_roofline(run_files, r)["impossible"] for r in run_files.timings)
+    assert not any(report.target_roofline(run_files, r).above for r in run_files.timings)
 
 
 @pytest.mark.parametrize("run", RUNS)

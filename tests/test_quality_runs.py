@@ -77,9 +77,15 @@ def test_ceilings_floor_and_the_impossible_flag_come_from_the_run():
     verdicts = [ceilings.roofline(r["bytes_moved"], r["flops"], statistics.median(r["samples_us"]), run.ceiling)
                 for r in triton]
     assert all(v["bound"] == "memory" and v["impossible"] for v in verdicts)
+    # Correct and consistent across repeats: the report doubts the ceiling, names both numbers, never the kernel.
+    judged = report.judge(run, "bias_gelu", "8192x4096", "triton")
+    assert judged.above and judged.consistent and judged.memory == "DRAM"
+    achieved = triton[0]["bytes_moved"] / (statistics.median(s for r in triton for s in r["samples_us"]) * 1e-6) / 1e9
+    assert judged.note == (f"ceiling suspect: this correct result reaches {achieved:.0f} GB/s, above the measured "
+                           f"DRAM copy {run.ceiling['copy_gb_s']:.0f} GB/s")
     markdown = report.render_markdown(REPO / "results/h200-q-extras")
-    assert "bias_gelu 8192x4096 triton rep1 (1.52 of the memory ceiling)" in markdown
-    assert "(above ceiling: not a win)" in markdown
+    assert f"bias\\_gelu 8192x4096 triton: {judged.note}" in markdown.replace("bias_gelu", "bias\\_gelu")
+    assert "not a win" not in markdown
 
 
 def test_ncu_counters_were_recorded_for_every_configuration():

@@ -159,9 +159,12 @@ def test_sanitizer_cases_drop_only_the_largest_shape_and_use_one_pattern():
 def test_barrier_control_removes_only_the_reduction_loops_barrier():
     source = RMSNORM.source_text()
     mutated = RMSNORM.source_text("barrier")
-    assert source.count("__syncthreads();") == 2 and mutated.count("__syncthreads();") == 1
-    loop = mutated[mutated.index("for (int stride"):mutated.index("const float inv_rms")]
-    assert "__syncthreads" not in loop and "partial[threadIdx.x] += partial[threadIdx.x + stride];" in loop
+    assert mutated.count("__syncthreads();") == source.count("__syncthreads();") - 1
+    loops = [text[text.index("for (int stride"):text.index("const float inv_rms")] for text in (source, mutated)]
+    assert "__syncthreads" in loops[0] and "__syncthreads" not in loops[1]
+    assert "partial[threadIdx.x] += partial[threadIdx.x + stride];" in loops[1]
+    # Everything after the scalar kernel's reduction (the vec kernel's barriers included) is untouched.
+    assert source[source.index("const float inv_rms"):] == mutated[mutated.index("const float inv_rms"):]
     assert RMSNORM.mutation("barrier").needs_gpu_to_show  # the CPU emulation cannot race
 
 
@@ -238,7 +241,7 @@ def test_report_names_the_check_that_caught_each_control():
     from types import SimpleNamespace
 
     from kernelkit import document as doc
-    from kernelkit.report import section_controls
+    from kernelkit.report.checks import section_controls
 
     committed = json.loads((REPO / "results" / "h200-s5a" / "controls" / "rmsnorm" / "tail.json").read_text())
     raced = {**committed, "control": "barrier", "mutation": {**committed["mutation"], "why": "barrier removed"},
@@ -260,7 +263,8 @@ def test_a_nondeterministic_declaration_must_name_a_layout_and_a_reason(tmp_path
     original = spec_file.read_text()
     for declared, accepted in (('{"t32": "atomics add in arrival order"}', True), ('{"t64": "atomics"}', False),
                                ('{"t32": " "}', False)):
-        spec_file.write_text(original.replace("    flops=flops,\n)", f"    flops=flops,\n    nondeterministic={declared},\n)"))
+        head, closing, tail = original.rpartition(",\n)")  # the end of SPEC = KernelSpec(...)
+        spec_file.write_text(f"{head},\n    nondeterministic={declared}{closing}{tail}")
         if accepted:
             assert specs.load("rmsnorm", tmp_path).nondeterministic == {"t32": "atomics add in arrival order"}
         else:
@@ -285,10 +289,10 @@ def test_correctness_command_refuses_bad_arguments_before_any_gpu_work(tmp_path,
 
 
 def test_report_sentences_count_determinism_and_verification_from_the_records():
-    from kernelkit.report import _determinism_sentence, _verified_sentence
+    from kernelkit.report.checks import determinism_sentence, verified_sentence
 
     committed = json.loads((REPO / "results" / "h200-s5a" / "correctness" / "rmsnorm" / "t32.json").read_text())
-    assert _determinism_sentence(committed["cases"]) is None  # made before the check: nothing is claimed
+    assert determinism_sentence(committed["cases"]) is None  # made before the check: nothing is claimed
 
     inputs = _inputs((8, 127))
     reference = RMSNORM.reference(inputs)
@@ -299,7 +303,7 @@ def test_report_sentences_count_determinism_and_verification_from_the_records():
         judged = determinism.judge(check_case(launches[0], reference, RMSNORM.tolerance),
                                    determinism.compare_launches(launches), exempt)
         cases.append({**judged, "kernel": "rmsnorm", "layout": layout, "shape": "8x127", "pattern": "normal"})
-    assert _determinism_sentence(cases) == (
+    assert determinism_sentence(cases) == (
         "Determinism: each of 3 cases was launched 3 times on a freshly filled output; 2 did not repeat their bits "
         "(rmsnorm t256 8x127 normal; rmsnorm t256 8x127 normal). Declared nondeterministic: rmsnorm t256: atomics.")
 
@@ -309,8 +313,8 @@ def test_report_sentences_count_determinism_and_verification_from_the_records():
                "reference": "float64 on GPU"}
     records = [{**timing, "verified": verdict}, {**timing, "verified": {"passed": None, "reference": "not verified: why"}},
                timing]
-    assert _verified_sentence([timing]) is None
-    assert _verified_sentence(records) == (
+    assert verified_sentence([timing]) is None
+    assert verified_sentence(records) == (
         "Timed shapes: 1 of 3 timing records verified their own output once at the timed shape against a float64 "
         f"reference (float64 on GPU), largest |error| {verdict['max_abs_error']:.4e} (rmsnorm 512x128 t32). "
         "Not verified: rmsnorm 512x128 t32: not verified: why. 1 records predate the verification.")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
+from pathlib import Path
 import statistics
 import sys
 
@@ -63,7 +65,7 @@ def test_committed_summary_matches_a_rebuild(tmp_path, timing_files):
 def test_report_tables_trace_to_samples(markdown, timing_files):
     for path in timing_files[:6]:
         record = json.loads(path.read_text())
-        assert f"{statistics.median(record['samples_us']):.3f} [" in markdown
+        assert f"rep{record['repeat']}: {statistics.median(record['samples_us']):.3f} \\[" in markdown
     assert "48 cases in all" in markdown
     assert "| rmsnorm | t32 | 24/24 |" in markdown and "| rmsnorm | t256 | 24/24 |" in markdown
 
@@ -85,13 +87,11 @@ def test_hypothesis_is_checked_against_each_repeat(markdown):
         losing = sorted(medians.index[~(medians["t256"] < medians["t32"])])
         assert verdict["holds"] == (not losing)
         assert sorted(c.split(" ")[0] for c in verdict["counter_examples"]) == losing
-        row = (f"| \"256 threads are faster on every shape\" (rmsnorm: t256 faster than t32) | rep{verdict['repeat']} | "
-               f"{'holds' if verdict['holds'] else 'fails'} |")
-        assert row in markdown
+        assert f"rep{verdict['repeat']} {'holds' if verdict['holds'] else 'fails'}" in markdown.split("## Answers")[1]
 
 
 def test_faster_layout_table_covers_every_shape(markdown):
-    section = markdown.split("Faster layout per shape")[1].split("## Hypotheses")[0]
+    section = markdown.split("Faster layout per shape")[1].split("Resources of the compiled kernel")[0]
     assert len([line for line in section.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]) == 9
 
 
@@ -124,17 +124,23 @@ def test_html_is_self_contained_escaped_and_small(tmp_path):
     assert main(["report", str(copy), "--figures", str(figures), "--markdown", str(md), "--html", str(html)]) == 0
     page = html.read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
-    assert page.count("<svg") == 1 and "<img" not in page and "<link" not in page
+    # The Markdown shows the markup as text too: escaped, never raw.
+    assert "<script>" not in md.read_text() and "&lt;script>alert('x')&lt;/script> &amp; more" in md.read_text()
+    # One timing figure and the answers chart of the one hypothesis; nothing fetched from elsewhere.
+    assert page.count("<svg") == 2 and "<img" not in page and "<link" not in page
     assert not re.search(r"""(src|href)=["']https?:""", page)
     assert html.stat().st_size < 5 * 2**20
     # The Markdown carries the same sections and links the figure instead of inlining it.
     sections = re.findall(r"^## (.+)$", md.read_text(), re.MULTILINE)
-    assert sections == re.findall(r"<h2>(.+?)</h2>", page)
+    assert sections == re.findall(r"<h2 id=\"[^\"]+\">(.+?)</h2>", page) and sections[0] == "Answers"
+    # The HTML names the Markdown it was rendered with: a pair left out of step by an interruption shows.
+    digest = re.search(r'<meta name="kernelkit-markdown-sha256" content="([0-9a-f]{64})">', page).group(1)
+    assert digest == hashlib.sha256(md.read_bytes()).hexdigest()
     assert "![rmsnorm: every sample per shape, layout and repeat](figures/rmsnorm.svg)" in md.read_text()
 
 
 def test_method_is_written_from_config_and_files(markdown):
-    method = markdown.split("## Method")[1].split("##")[0]
+    method = markdown.split("## Method")[1].split("## ")[0]
     for fragment in ("20 warm-up launches", "64 launches", "time 15 replays", "in 2 separate processes",
                      "seed 2026", "Inside the timed interval: the graph replay only"):
         assert fragment in method
@@ -158,7 +164,7 @@ def test_caveats_are_derived_from_the_files(tmp_path, markdown):
     record["nvml_after"].update(sm_clock_mhz=1500, clock_event_reasons=["sw_power_cap"])
     target.write_text(json.dumps(record))
     found = report.caveats(report.Run(copy))
-    assert "Fewer samples than the config asked (15): rmsnorm 512x128 t32 rep1 (9)" in found
+    assert "Fewer samples than the timing files asked (15): rmsnorm 512x128 t32 rep1 (9)" in found
     assert any(c.startswith("SM clock differed before and after 1 timed targets: rmsnorm 512x128 t32 rep1") for c in found)
     assert "Clock-event reason sw_power_cap seen in 1 snapshots: rmsnorm 512x128 t32 rep1 (after)" in found
 
@@ -168,8 +174,12 @@ def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
 
     target = tmp_path / "snakemake-report.html"
     # The run's own recorded config names exactly the targets it holds; this run has every kind.
-    done = snakemake("--report", str(target), "--configfile", "results/h200-q-extras/config.json",
-                     "--replace-workflow-config")
+    # The run predates the L2 ceiling: its config, saying so, names exactly what it holds.
+    recorded = json.loads((REPO / "results/h200-q-extras/config.json").read_text())
+    recorded["ceilings"] = {**recorded.get("ceilings", {}), "l2": False}
+    configfile = tmp_path / "config.json"
+    configfile.write_text(json.dumps(recorded))
+    done = snakemake("--report", str(target), "--configfile", str(configfile), "--replace-workflow-config")
     assert done.returncode == 0, done.stderr
     page = target.read_text()
     for fragment in ("Timing samples", "Timings", "Report", "Environment", "rep1.json", "rmsnorm.svg", "summary.csv",
@@ -177,18 +187,171 @@ def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
         assert fragment in page
 
 
-def test_throughput_and_resources_trace_to_the_timing_files():
+def test_throughput_and_resources_trace_to_the_timing_files(markdown):
     run = report.Run(RUN)
-    rows = {(r[0], r[1]): r for r in report.throughput_rows(run, "rmsnorm")}
+    rows = {(r.shape, r.layout): r for r in report.target_rows(run, "rmsnorm")}
     assert len(rows) == 18
     records = [r for r in run.timings if (r["shape"], r["layout"]) == ("16384x8193", "t256")]
     median_us = statistics.median(s for r in records for s in r["samples_us"])
-    shape, layout, median, gbps, gflops, fits_in_l2 = rows[("16384x8193", "t256")]
-    assert fits_in_l2 == "no"  # 1.07 GB against 60 MiB
-    assert float(median) == pytest.approx(median_us, abs=5e-4)
-    assert float(gbps) == pytest.approx(records[0]["bytes_moved"] / (median_us * 1e-6) / 1e9, abs=0.05)
-    assert float(gflops) == pytest.approx(records[0]["flops"] / (median_us * 1e-6) / 1e9, abs=0.05)
+    row = rows[("16384x8193", "t256")]
+    assert row.judgement.memory == "DRAM"  # 1.07 GB against 60 MiB
+    assert row.median_us == median_us and row.compulsory_bytes == records[0]["bytes_moved"]
+    noise = max(statistics.stdev(r["samples_us"]) / statistics.mean(r["samples_us"]) for r in records)
+    assert row.noise == pytest.approx(noise)
+    # The rendered row: scaled, right-aligned numbers (nvbench style).
+    rate = records[0]["bytes_moved"] / (median_us * 1e-6)
+    expected = f"| 16384x8193 | t256 | {median_us:.2f} us | {100 * noise:.2f}% | 1.00 GiB | {rate / 1e12:.2f} TB/s |"
+    assert expected in markdown
     resources = {row[0]: row for row in report.resource_rows(run, "rmsnorm")}
     assert set(resources) == {"t32", "t256"}
     assert resources["t256"][3] == 1024 and resources["t32"][3] == 128  # dynamic shared = threads * 4 bytes
     assert resources["t256"][6] == "256" and resources["t32"][1] == records[0]["kernel_attributes"]["num_regs"]
+
+
+@pytest.mark.parametrize("samples, kind", [
+    (["1.0", "2.0"], "strings"), ({"a": 1.0}, "a dict"), ([float("nan"), 1.0], "NaN"), (None, "missing key")])
+def test_malformed_samples_are_one_sentence_naming_the_file(tmp_path, capsys, samples, kind):
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    target = copy / "timing/rmsnorm/512x128/t32/rep1.json"
+    record = json.loads(target.read_text())
+    if samples is None:
+        del record["samples_us"]
+    else:
+        record["samples_us"] = samples
+    target.write_text(json.dumps(record))  # NaN is written as the bare token NaN, which Python's reader accepts
+    assert main(["report", str(copy), "--markdown", str(tmp_path / "r.md")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("kernelkit report: result file ") and str(target) in err and "\n" not in err
+    assert "Traceback" not in err and not (tmp_path / "r.md").exists()
+
+
+def test_answers_open_the_report_and_count_shapes_from_the_samples(markdown):
+    assert markdown.split("\n## ")[1].startswith("Answers")
+    run = report.Run(RUN)
+    holds = 0
+    shapes = sorted({r["shape"] for r in run.timings})
+    for shape in shapes:
+        ratios = [statistics.median(run.records("rmsnorm", shape, "t32")[i]["samples_us"])
+                  / statistics.median(run.records("rmsnorm", shape, "t256")[i]["samples_us"]) for i in range(2)]
+        holds += all(r > 1 for r in ratios)
+    answers = markdown.split("## Answers")[1].split("\n## ")[0]
+    assert f"holds on {holds} of {len(shapes)} shapes in both repeats" in answers
+    # The change the claims file declares (t32 -> t256), as a signed percentage of the pooled medians.
+    before, after = (run.pooled_median("rmsnorm", "512x128", layout) for layout in ("t32", "t256"))
+    assert f"| rmsnorm | 512x128 | t32 {before:.3f} us -> t256 {after:.3f} us | {100 * (after / before - 1):+.1f}% |" in answers
+
+
+def test_claims_are_copied_from_the_seeds_with_their_quotes():
+    import yaml
+
+    seeds = REPO.parent.parent / "shared" / "seeds"
+    seeds = seeds if seeds.is_dir() else Path("/work/shared/seeds")
+    files = sorted((REPO / "kernels").glob("*/claims.yaml"))
+    assert len(files) == 6
+    for path in files:
+        for claim in yaml.safe_load(path.read_text())["claims"]:
+            quote = claim["source"]["quote"]
+            # Every published number stands in the quote it was copied from.
+            for value in claim["published_us"].values():
+                assert f"{value:.3f}".rstrip("0").rstrip(".") in quote.replace(",", "") or f"{value:.1f}" in quote
+            assert set(claim["published_us"]) <= set(claim["faster_to_slower"]) | set(claim["published_us"])
+            if seeds.is_dir():
+                assert quote in (seeds / claim["source"]["file"]).read_text(encoding="utf-8"), (path, quote)
+
+
+def test_claims_say_when_the_gpu_and_shape_differ():
+    from kernelkit.report import claims
+
+    run = report.Run(RUN)
+    results = claims.all_claims(run)
+    short_row = next(r for r in results if r.statement.startswith("256 threads lose"))
+    assert list(short_row.measured) == ["512x128"]
+    assert short_row.differences == ["the claim was measured on RTX 5070, this run on NVIDIA H200"]
+    t32, t256 = (run.pooled_median("rmsnorm", "512x128", layout) for layout in ("t32", "t256"))
+    assert short_row.reproduced["512x128"] == (t32 < t256)
+
+
+def test_explanations_come_from_byte_counts_and_declared_vector_widths():
+    from kernelkit.report import explain
+
+    run = report.Run(REPO / "results" / "h200-s5a")
+    reasons = explain.explanations(run, "layernorm")
+    assert any(r.startswith("layernorm 16384x4097 warp: the width 4097 is not a multiple of 4") for r in reasons)
+    assert not any("4096x1024 warp: the width" in r for r in reasons)
+    assert reasons[0].startswith("layernorm 4096x1024: the working set (32.0 MiB) fits in the 60.0 MiB L2")
+    assert any("issues 548.7 MiB for 68.3 MiB" in r for r in explain.explanations(run, "neighbor"))
+    # A matmul is bound by arithmetic, not by the memory that serves it: no L2 sentence there.
+    assert not any("L2" in r for r in explain.explanations(run, "matmul"))
+
+
+def test_no_correct_result_is_called_not_a_win():
+    for run_dir in sorted((REPO / "results").iterdir()):
+        text = report.render_markdown(run_dir)
+        assert "not a win" not in text, run_dir.name
+
+
+def test_an_l2_resident_target_is_judged_against_the_l2_ceiling_when_one_was_measured(tmp_path):
+    # h200-s5a predates the L2 ceiling: plant one in a copy, built from the run's own copy ceiling
+    # record with its byte count cut to a quarter (a faster rate than DRAM, as an L2 copy would be).
+    copy = tmp_path / "h200-s5a"
+    shutil.copytree(REPO / "results" / "h200-s5a", copy)
+    dram = json.loads((copy / "ceilings" / "copy.json").read_text())
+    (copy / "ceilings" / "l2.json").write_text(json.dumps({**dram, "kind": "l2", "bytes": dram["bytes"] * 4}))
+    run = report.Run(copy)
+    assert run.ceiling["l2_gb_s"] == pytest.approx(4 * run.ceiling["copy_gb_s"])
+    judged = report.judge(run, "layernorm", "4096x1024", "triton")
+    median_us = run.pooled_median("layernorm", "4096x1024", "triton")
+    compulsory = run.records("layernorm", "4096x1024", "triton")[0]["bytes_moved"]
+    assert judged.memory == "L2" and judged.ceiling.startswith("L2 copy")
+    assert judged.fraction == pytest.approx(compulsory / (median_us * 1e-6) / 1e9 / run.ceiling["l2_gb_s"])
+    # A working set beyond the L2 keeps the DRAM copy ceiling.
+    assert report.judge(run, "layernorm", "16384x4097", "triton").ceiling.startswith("DRAM copy")
+
+
+def test_the_copy_ceiling_is_checked_against_the_rated_bandwidth_when_recorded(tmp_path):
+    from kernelkit.report import limits
+
+    run = report.Run(REPO / "results" / "h200-s5a")
+    assert limits.rated_bandwidth_gb_s(run) is None  # recorded before the bus width was
+    assert any("holds no memory bus width" in line for line in limits.cross_checks(run))
+    run.environment["cuda"]["memory_bus_width_bits"] = 6144
+    rated = 2 * run.environment["gpu"]["memory_clock_max_mhz"] * 1e6 * 6144 / 8 / 1e9
+    assert limits.rated_bandwidth_gb_s(run) == pytest.approx(rated)
+    assert (f"The DRAM copy ceiling ({run.ceiling['copy_gb_s']:.0f} GB/s) is "
+            f"{run.ceiling['copy_gb_s'] / rated:.0%} of the rated bandwidth ({rated:.0f} GB/s") in limits.cross_checks(run)[0]
+
+
+def test_a_correctness_case_without_its_verdict_is_named(tmp_path, capsys):
+    copy = tmp_path / "h200-a"
+    shutil.copytree(RUN, copy)
+    target = copy / "correctness/rmsnorm/t32.json"
+    target = target if target.exists() else sorted(copy.glob("correctness/*/*.json"))[0]
+    record = json.loads(target.read_text())
+    del record["cases"][1]["passed"]
+    target.write_text(json.dumps(record))
+    assert main(["report", str(copy), "--markdown", str(tmp_path / "r.md")]) == 2
+    assert capsys.readouterr().err == f"kernelkit report: result file {target} has a case (number 1) without passed\n"
+
+
+def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, monkeypatch):
+    import os
+
+    from kernelkit.report import commands
+
+    md, html = tmp_path / "report.md", tmp_path / "report.html"
+    md.write_text("old md")
+    html.write_text("old html")
+    real_fdopen, calls = os.fdopen, []
+
+    def failing_fdopen(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:  # the HTML's temporary file, after the Markdown's was written
+            raise OSError("disk full")
+        return real_fdopen(*args, **kwargs)
+
+    monkeypatch.setattr(commands.os, "fdopen", failing_fdopen)
+    with pytest.raises(OSError):
+        commands.write_pair(md, "new md", html, "new html")
+    assert md.read_text() == "old md" and html.read_text() == "old html"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from kernelkit import KitError
-from kernelkit import ceilings, checks, config, diff, environment, interim_commands, scaffold, span, timing, tools
+from kernelkit import ceilings, checks, config, diff, environment, report, scaffold, span, timing, tools
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -25,7 +25,7 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     timing.register,
     span.register,
     tools.register,
-    interim_commands.register_report,  # becomes report.register
+    report.register,
     diff.register,
     scaffold.register,
 )

@@ -2,12 +2,15 @@
 
 Building the content once and rendering it twice is what keeps report.md and report.html
 saying the same thing. Every string that may come from a result file is escaped by the
-renderer, never by the code that builds the content.
+renderer, in both formats, never by the code that builds the content: a GPU name or layout
+holding markup shows as text.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 
@@ -35,14 +38,16 @@ class Marked:
 class Table:
     header: Sequence[str]
     rows: Sequence[Sequence[Any]]
+    # Columns (by index) whose cells are numbers: right-aligned so that digits line up.
+    numeric: Sequence[int] = ()
 
 
 @dataclass
 class Figure:
-    """An SVG figure: inlined in HTML, linked by its relative path from Markdown."""
+    """An SVG figure: inlined in HTML; from Markdown linked by its relative path, or embedded when it has none."""
 
     svg: str
-    path: str
+    path: str | None
     caption: str
 
 
@@ -59,36 +64,69 @@ class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
     level: int = 2
+    # A one-line summary: the HTML collapses the section behind it (all-pass tables a reader may skip).
+    summary: str | None = None
+
+    @property
+    def anchor(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-") or "section"
 
 
-def _md_cell(value: Any) -> str:
-    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+_MD_SPECIAL = re.compile(r"([\\`*\[\]|#!{}])")
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_escape(value: Any) -> str:
+    """Text as Markdown shows it literally: markup characters backslash-escaped, one line."""
+    text = _MD_SPECIAL.sub(r"\\\1", str(value).replace("\n", " ").replace("\r", " "))
+    text = _MD_UNDERSCORE.sub(r"\\_", text)
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    # A line that starts like a list item or a numbered list must not become one.
+    return re.sub(r"^([-+>]|\d+[.)])(\s)", r"\\\1\2", text)
+
+
+def _table_markdown(table: Table) -> str:
+    aligns = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
+    lines = ["| " + " | ".join(map(md_escape, table.header)) + " |", "|" + "|".join(aligns) + "|"]
+    lines += ["| " + " | ".join(map(md_escape, row)) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def contents(sections: Sequence[Section]) -> list[Section]:
+    return [s for s in sections if s.level == 2]
 
 
 def render_markdown(title: str, sections: Sequence[Section]) -> str:
-    out = [f"# {title}"]
+    out = [f"# {md_escape(title)}", "Contents: " + " · ".join(
+        f"[{md_escape(s.title)}](#{s.anchor})" for s in contents(sections))]
     for section in sections:
-        out.append(f"{'#' * section.level} {section.title}")
+        out.append(f"{'#' * section.level} {md_escape(section.title)}")
+        if section.summary:
+            out.append(f"*{md_escape(section.summary)}*")
         for block in section.blocks:
             if isinstance(block, Paragraph):
-                out.append(f"> {block.text}" if block.css_class == "banner" else block.text)
+                out.append(f"> {md_escape(block.text)}" if block.css_class == "banner" else md_escape(block.text))
             elif isinstance(block, Bullets):
-                out.append("\n".join(f"- {item}" for item in block.items))
+                out.append("\n".join(f"- {md_escape(item)}" for item in block.items))
             elif isinstance(block, Table):
-                lines = ["| " + " | ".join(map(_md_cell, block.header)) + " |", "|" + "---|" * len(block.header)]
-                lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in block.rows]
-                out.append("\n".join(lines))
+                out.append(_table_markdown(block))
             elif isinstance(block, Figure):
-                out.append(f"![{block.caption}]({block.path})\n\n*{block.caption}*")
+                target = block.path or "data:image/svg+xml;base64," + base64.b64encode(block.svg.encode()).decode()
+                out.append(f"![{md_escape(block.caption)}]({target})\n\n*{md_escape(block.caption)}*")
     return "\n\n".join(out) + "\n"
 
 
 STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:0.8rem 0;font-size:0.9rem}
-th,td{border:1px solid #ccc;padding:0.25rem 0.5rem;text-align:left;vertical-align:top}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:76rem;margin:1.5rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:0.8rem 0;font-size:0.88rem}
+th,td{border:1px solid #ccc;padding:0.2rem 0.5rem;text-align:left;vertical-align:top}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 th{background:#f2f2f2} figure{margin:1rem 0} figcaption{font-style:italic;font-size:0.9rem}
-svg{max-width:100%;height:auto}
+svg{max-width:100%;height:auto} nav.toc{font-size:0.9rem;margin:0.5rem 0 1rem}
+details{margin:0.6rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details>summary{cursor:pointer}
+section.answers{border:2px solid #446;padding:0 1rem;background:#f8f8fc}
+section.answers figure{display:inline-block;margin:0.2rem 0.8rem 0.2rem 0;vertical-align:top;max-width:30%}
+section.answers figcaption{font-size:0.8rem}
 .banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem}
 .verdict-same{color:#57606a}.verdict-faster{color:#1a7f37;font-weight:600}
 .verdict-slower{color:#cf222e;font-weight:600}.verdict-ambiguous{color:#9a6700;font-weight:600}
@@ -102,29 +140,40 @@ def _html_cell(cell: Any) -> str:
     return html.escape(str(cell))
 
 
-def render_html(title: str, sections: Sequence[Section]) -> str:
+def _block_html(block: Block) -> str:
+    if isinstance(block, Paragraph):
+        css = f' class="{html.escape(block.css_class)}"' if block.css_class else ""
+        return f"<p{css}>{html.escape(block.text)}</p>"
+    if isinstance(block, Bullets):
+        return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>"
+    if isinstance(block, Table):
+        head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in block.header)
+        cells = ['<td class="num">' if i in block.numeric else "<td>" for i in range(len(block.header))]
+        body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_html_cell(cell)}</td>"
+                                        for i, cell in enumerate(row)) + "</tr>" for row in block.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # SVG from matplotlib or the kit's own writers: every text in it is XML-escaped where it is written.
+    return f"<figure>{block.svg}<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+
+
+def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | None = None) -> str:
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        *(f'<meta name="{html.escape(k)}" content="{html.escape(v)}">' for k, v in (meta or {}).items()),
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        '<nav class="toc">Contents: ' + " · ".join(
+            f'<a href="#{s.anchor}">{html.escape(s.title)}</a>' for s in contents(sections)) + "</nav>",
     ]
     for section in sections:
-        out.append(f"<h{section.level}>{html.escape(section.title)}</h{section.level}>")
-        for block in section.blocks:
-            if isinstance(block, Paragraph):
-                css = f' class="{html.escape(block.css_class)}"' if block.css_class else ""
-                out.append(f"<p{css}>{html.escape(block.text)}</p>")
-            elif isinstance(block, Bullets):
-                out.append("<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>")
-            elif isinstance(block, Table):
-                head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in block.header)
-                body = "".join(
-                    "<tr>" + "".join(f"<td>{_html_cell(cell)}</td>" for cell in row) + "</tr>" for row in block.rows
-                )
-                out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-            elif isinstance(block, Figure):
-                # matplotlib XML-escapes every text it writes into the SVG, labels from result files included.
-                out.append(f"<figure>{block.svg}<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+        heading = f'<h{section.level} id="{section.anchor}">{html.escape(section.title)}</h{section.level}>'
+        body = "\n".join(_block_html(block) for block in section.blocks)
+        if section.summary:
+            out.append(f"{heading}\n<details><summary>{html.escape(section.summary)}</summary>\n{body}\n</details>")
+        elif section.anchor == "answers":
+            out.append(f'<section class="answers" id="answers-block">{heading}\n{body}</section>')
+        else:
+            out.append(f"{heading}\n{body}")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

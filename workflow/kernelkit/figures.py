@@ -16,6 +16,24 @@ import numpy as np
 
 from kernelkit.summary import natural_key
 
+# One colour per layout in every figure: a library keeps its colour across kernels, and the
+# hand-written layouts of a kernel take the other colours in the config's order.
+LIBRARY_COLOURS = {"cupy": "#7f7f7f", "torch": "#d62728", "triton": "#9467bd"}
+WRITTEN_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#8c564b", "#e377c2"]
+# A panel whose samples span more than this factor gets a log axis, so no bar flattens the others.
+LOG_SPAN = 10.0
+
+
+def layout_colours(records: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Layout -> colour: libraries by name (a library record names its package), the rest by order."""
+    libraries = {r["layout"] for r in records if "library" in r}
+    written = sorted({r["layout"] for r in records} - libraries, key=natural_key)
+    colours = {layout: WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)] for i, layout in enumerate(written)}
+    spare = iter(c for c in WRITTEN_COLOURS[::-1] if c not in colours.values())
+    for layout in sorted(libraries):
+        colours[layout] = LIBRARY_COLOURS.get(layout) or next(spare, "#444444")
+    return colours
+
 
 def _pyplot():
     import matplotlib
@@ -42,19 +60,23 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     plt = _pyplot()
     records = [r for r in records if r["kernel"] == kernel]
     shapes = sorted({r["shape"] for r in records}, key=natural_key)
-    layouts = sorted({r["layout"] for r in records}, key=natural_key)
+    libraries = sorted({r["layout"] for r in records if "library" in r}, key=natural_key)
+    # Hand-written layouts first, then the library baselines, as the report's tables list them.
+    layouts = sorted({r["layout"] for r in records} - set(libraries), key=natural_key) + libraries
     repeats = sorted({r["repeat"] for r in records})
     columns = min(3, len(shapes))
     rows = math.ceil(len(shapes) / columns)
     # Wide enough for one readable tick label per layout and repeat.
     panel_width = max(3.4, 0.42 * len(layouts) * (len(repeats) + 1))
     fig, axes = plt.subplots(rows, columns, figsize=(panel_width * columns, 2.6 * rows), squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = layout_colours(records)
     by_key = {(r["shape"], r["layout"], r["repeat"]): r["samples_us"] for r in records}
     jitter = np.random.default_rng(0)
 
     for ax, shape in zip(axes.flat, shapes):
         ticks, labels = [], []
+        seen = [s for (sh, _, _), samples in by_key.items() if sh == shape for s in samples]
+        log = bool(seen) and max(seen) / min(seen) > LOG_SPAN
         for li, layout in enumerate(layouts):
             for ri, repeat in enumerate(repeats):
                 x = li * (len(repeats) + 1) + ri
@@ -62,20 +84,26 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
                 if not samples:
                     continue
                 median = float(np.median(samples))
-                ax.bar(x, median, width=0.7, color=colors[li % len(colors)], alpha=0.35)
+                ax.bar(x, median, width=0.7, color=colours[layout], alpha=0.35)
                 ax.errorbar(x, median, yerr=[[median - min(samples)], [max(samples) - median]],
                             fmt="none", ecolor="black", capsize=3, linewidth=0.8)
-                ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colors[li % len(colors)],
+                ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colours[layout],
                         markersize=2.5)
-                ticks.append(x)
-                labels.append(f"{layout}\nrep{repeat}")
-        ax.set_xticks(ticks, labels)
-        ax.set_title(shape)
+            # One label per layout under its group of repeats, so labels never crowd each other.
+            ticks.append(li * (len(repeats) + 1) + (len(repeats) - 1) / 2)
+            labels.append(layout)
+        rotate = len(layouts) > 3
+        ax.set_xticks(ticks, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_title(shape + (" (log scale)" if log else ""))
         ax.set_ylabel("us per launch")
-        ax.set_ylim(bottom=0)
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
     for ax in list(axes.flat)[len(shapes):]:
         ax.axis("off")
-    fig.suptitle(f"{kernel}: median (bar), min-max (whiskers), every sample (points)")
+    fig.suptitle(f"{kernel}: median (bar), min-max (whiskers), every sample (points)\n"
+                 f"repeats {', '.join(f'rep{r}' for r in repeats)} left to right in each group")
     return _svg(plt, fig)
 
 
@@ -99,6 +127,10 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
         ax.legend(loc="lower right", fontsize=7)
     ax.set_xlabel("seconds since the first reading")
     ax.set_ylabel("MHz")
-    ax.set_ylim(bottom=0)
+    if points:
+        # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
+        low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
+        margin = max(20.0, 0.05 * (high - low))
+        ax.set_ylim(low - margin, high + margin)
     ax.set_title("NVML readings during the timed samples")
     return _svg(plt, fig)

@@ -107,3 +107,29 @@ def sha256_text(text: str) -> str:
 def canonical_hash(payload: Any) -> str:
     """Hash of a JSON-able value that ignores key order, so equal configs hash equal."""
     return sha256_text(json.dumps(payload, sort_keys=True, separators=(",", ":")))
+
+
+def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
+
+    Wall time is the latest job end less the earliest job start, so it covers every job that
+    wrote a record (start-up and imports included: a job's clock starts with its process).
+    Records written before jobs were timed have no "job" field; they are counted, not guessed.
+    """
+    from statistics import median
+
+    jobs = [record["job"] for record in records if isinstance(record.get("job"), dict)]
+    if not jobs:
+        return {"jobs": 0, "without_job_time": len(records), "wall_s": None, "lock_waited_s": None}
+    ends = [job.get("ended_unix_s", job["started_unix_s"] + job["wall_s"]) for job in jobs]
+    waits = [job["lock_waited_s"] for job in jobs]
+    return {
+        "jobs": len(jobs),
+        "without_job_time": len(records) - len(jobs),
+        "started_unix_s": min(job["started_unix_s"] for job in jobs),
+        "ended_unix_s": max(ends),
+        "wall_s": max(ends) - min(job["started_unix_s"] for job in jobs),
+        "job_wall_s_total": sum(job["wall_s"] for job in jobs),
+        "lock_waited_s": {"total": sum(waits), "median": median(waits), "max": max(waits)},
+        "lock_held_s_total": sum(job["lock_held_s"] for job in jobs),
+    }

@@ -99,6 +99,9 @@ class KernelSpec:
     timing_pattern: str = "normal"
     output_shape: Callable[[Shape], Shape] = lambda shape: shape
     compile_options: tuple[str, ...] = ("--std=c++17",)
+    # Extra options a layout's parameters ask for (e.g. `-DBM=128` for a tile size), so that
+    # one source serves every point of a parameter grid; appended to `compile_options`.
+    layout_options: Callable[[Mapping[str, Any]], tuple[str, ...]] = lambda layout: ()
     # For reductions, the size an FP32 rounding error scales with is the sum of the absolute
     # terms, not |reference| (which cancellation can make tiny); a spec that reduces returns
     # that sum here and the relative tolerance applies to it.
@@ -112,6 +115,12 @@ class KernelSpec:
     device_reference: Callable[[Mapping[str, Any]], Any] | None = None
     # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
     sanitizer_shapes: tuple[Shape, ...] | None = None
+    # bytes_moved counts compulsory traffic (each datum once); a layout family that must issue
+    # more (gathers re-reading rows) states that count here, and the report shows both.
+    bytes_issued: Callable[[Shape], int] | None = None
+    # Layout -> elements per vector access along the last dimension: at a width that is not a
+    # multiple, that layout takes its scalar path, which the report then names as a reason.
+    vector_width: Mapping[str, int] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
     @property
@@ -161,6 +170,10 @@ class KernelSpec:
             return tuple(self.correctness_shapes)
         largest = max(self.correctness_shapes, key=lambda shape: (int(np.prod(self.output_shape(shape))), shape))
         return tuple(shape for shape in self.correctness_shapes if shape != largest)
+
+    def compile_options_of(self, layout: str) -> tuple[str, ...]:
+        """The NVRTC options a hand-written layout is built with: the spec's, then its own."""
+        return (*self.compile_options, *self.layout_options(self.layout(layout)))
 
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:

@@ -66,10 +66,12 @@ def sanitizer_errors(output: str) -> int | None:
 ONE_LAUNCH = '{"checks": {"determinism_runs": 1}}'
 
 
-def _run_tool(exe: str, tool: str, kernel: str, layout: str, control: str | None, timeout_s: float) -> dict[str, Any]:
-    """One sanitizer tool over the layout's sanitizer cases (KernelSpec.sanitizer_shapes_used)."""
+def _run_tool(exe: str, tool: str, kernel: str, layout: str, control: str | None, timeout_s: float,
+              lock_dir: str | None = None) -> dict[str, Any]:
+    """One sanitizer tool over the layout's sanitizer cases (KernelSpec.sanitizer_shapes_used); the
+    child takes the GPU lock itself, in `lock_dir` when given."""
     program = _kit("correctness", "--kernel", kernel, "--layout", layout, "--sanitizer-cases", "--settings", ONE_LAUNCH,
-                   *(("--control", control) if control else ()))
+                   *(("--control", control) if control else ()), *(("--lock-dir", lock_dir) if lock_dir else ()))
     try:
         done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
                               capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
@@ -90,12 +92,13 @@ def sanitize(kernel: str, layout: str, timeout_s: float = 900) -> dict[str, Any]
     return {"tools": {tool: _run_tool(exe, tool, kernel, layout, None, timeout_s) for tool in SANITIZER_TOOLS}}
 
 
-def racecheck_control(kernel: str, layout: str, control: str, timeout_s: float = 900) -> dict[str, Any]:
+def racecheck_control(kernel: str, layout: str, control: str, timeout_s: float = 900,
+                      lock_dir: str | None = None) -> dict[str, Any]:
     """racecheck over a negative control's mutated build: `hazards` (errors + warnings), or `skipped`."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}
-    result = _run_tool(exe, "racecheck", kernel, layout, control, timeout_s)
+    result = _run_tool(exe, "racecheck", kernel, layout, control, timeout_s, lock_dir)
     return {**result, "hazards": result["errors"]}
 
 
@@ -202,25 +205,31 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_call(args: argparse.Namespace) -> int:
-    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop."""
-    from kernelkit import device, library
-    from kernelkit.timing import inputs_on_device
+    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
+    holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
+    from kernelkit import device, environment, gpulock, library
+    from kernelkit.timing import timing_inputs
 
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
+    shape = spec.parse_shape(args.shape)
     cp = device.cupy()
-    shape, buffers = inputs_on_device(spec, args.shape)
-    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    implementation = device.implementation(spec, args.layout, shape, buffers, out)
-    stream = cp.cuda.Stream(non_blocking=True)
-    with library.on_stream(stream):
-        for _ in range(5):
+    bus_id = cp.cuda.Device().pci_bus_id
+    kernel = device.compile_layout(spec, args.layout)
+    host_inputs = timing_inputs(spec, args.shape)
+    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpulock.JobClock()):
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with library.on_stream(stream):
+            for _ in range(5):
+                implementation.call()
+            stream.synchronize()
+            cp.cuda.profiler.start()
             implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.start()
-        implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.stop()
+            stream.synchronize()
+            cp.cuda.profiler.stop()
     return 0
 
 

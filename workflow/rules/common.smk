@@ -16,6 +16,7 @@ from kernelkit import layout as paths  # the result layout (not a kernel's layou
 from kernelkit import spec as kit_spec
 from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
 from kernelkit.checks import CheckSettings
+from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
@@ -36,9 +37,13 @@ KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 # One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
 TIMING_SETTINGS = TimingSettings.json_from_config(config)
-CHECK_SETTINGS = CheckSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
 CEILING_SETTINGS = CeilingSettings.json_from_config(config)
+CHECK_SETTINGS = CheckSettings.json_from_config(config)
+# The lock directory changes no result, so it is kept out of every param (moving it reruns
+# nothing): the jobs get it through the environment, where a variable already set wins.
+if config["gpu_lock"]["dir"]:
+    os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 
@@ -290,8 +295,20 @@ def profile_files():
     ]
 
 
+def report_kernel_files():
+    """What the report reads from the kernel folders: the specs' byte counts and the published claims."""
+    return [
+        path
+        for kernel in KERNELS
+        for path in (f"kernels/{kernel}/spec.py", f"kernels/{kernel}/claims.yaml")
+        if os.path.exists(path)
+    ]
+
+
 def ceiling_files():
-    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in CEILING_KINDS]
+    """The run's own limits; the L2 copy only where the config keeps it (ceilings.l2)."""
+    kinds = [kind for kind in CEILING_KINDS if kind != "l2" or config["ceilings"]["l2"]]
+    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in kinds]
 
 
 def all_targets():

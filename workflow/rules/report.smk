@@ -69,6 +69,7 @@ rule report:
         summary=paths.SUMMARY,
         figures=expand(paths.FIGURE, run="{run}", kernel=KERNELS),
         clocks=paths.CLOCK_FIGURE,
+        kernel_folders=report_kernel_files(),
     output:
         markdown=report(
             paths.REPORT_MARKDOWN,

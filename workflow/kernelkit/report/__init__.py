@@ -1,0 +1,26 @@
+"""The report of one run, built from `results/<run>/` alone, as Markdown and as HTML.
+
+Every number printed is read from a result file of the run: timing tables are recomputed
+from the raw samples, not read back from summary.csv, so each traces to its samples. Each
+section module computes its data apart from rendering it; `assemble` orders the sections and
+`commands` owns the stage's commands. Only `register` is imported eagerly, so that building
+the kit's parser does not load pandas for every GPU job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelkit.report.commands import register, write_pair
+
+__all__ = ["register", "write_pair"]
+
+
+def __getattr__(name: str) -> Any:
+    """Everything else (Run, build, render_markdown, the section data functions) from `assemble`, on first use."""
+    import importlib
+
+    assemble = importlib.import_module("kernelkit.report.assemble")
+    if name in assemble.__all__:
+        return getattr(assemble, name)
+    raise AttributeError(f"module 'kernelkit.report' has no attribute '{name}'")

@@ -1,0 +1,62 @@
+"""What a reader must know before trusting the numbers, each derived from the files and checked there."""
+
+from __future__ import annotations
+
+from kernelkit import document as doc
+from kernelkit.report.run import Run, snapshots as _snapshots, target_name as _target
+
+
+def caveats(run: Run) -> list[str]:
+    """What a reader must know before trusting the numbers, derived from the files only."""
+    found = []
+    locked = run.environment["clocks_locked"]
+    if locked is not True:
+        found.append("Clocks were not locked" if locked is False else f"Whether clocks were locked is unknown ({locked})")
+    changed = [f"{_target(r)} ({r['nvml_before']['sm_clock_mhz']} -> {r['nvml_after']['sm_clock_mhz']} MHz)"
+               for r in run.timings if r["nvml_before"].get("sm_clock_mhz") != r["nvml_after"].get("sm_clock_mhz")]
+    if changed:
+        found.append(f"SM clock differed before and after {len(changed)} timed targets: " + "; ".join(changed))
+    throttled: dict[str, list[str]] = {}
+    for record, when, snap in _snapshots(run):
+        reasons = snap.get("clock_event_reasons")
+        for reason in reasons if isinstance(reasons, list) else []:
+            throttled.setdefault(reason, []).append(f"{_target(record)} ({when})")
+    for reason, where in sorted(throttled.items()):
+        found.append(f"Clock-event reason {reason} seen in {len(where)} snapshots: " + "; ".join(where))
+    table = run.table
+    for (kernel, shape, layout), group in table.groupby(["kernel", "shape", "layout"]):
+        if len(group) < 2:
+            continue
+        spread = float((group["max_us"] - group["min_us"]).max())
+        gap = float(group["median_us"].max() - group["median_us"].min())
+        if gap > spread:
+            found.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
+                         + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
+                         f"{spread:.3f})")
+    from kernelkit.config import timing_plan
+
+    plan = [t.key[:4] for t in timing_plan(run.config) if t.cache == "warm"]
+    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=lambda r: r["started_utc"])]
+    if len(executed) == len(plan) and executed != plan:
+        moved = sum(a != b for a, b in zip(executed, plan))
+        runs_of_kernels = 1 + sum(a[0] != b[0] for a, b in zip(executed, executed[1:]))
+        found.append(f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
+                     f"{runs_of_kernels} stretches of one kernel): drift over the run can favour the kernels timed at "
+                     "the same time")
+    skipped = sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped})
+    if skipped:
+        found.append("Layouts skipped because their library is missing here: " + "; ".join(skipped))
+    short = [(r["method"]["samples"], f"{_target(r)} ({len(r['samples_us'])})") for r in run.timings
+             if isinstance(r["method"].get("samples"), int) and len(r["samples_us"]) < r["method"]["samples"]
+             and r.get("method_used", {}).get("stopped_by", "fixed_count") == "fixed_count"]
+    for asked in sorted({a for a, _ in short}):
+        found.append(f"Fewer samples than the timing files asked ({asked}): "
+                     + "; ".join(t for a, t in short if a == asked))
+    return found
+
+
+def section_caveats(run: Run) -> doc.Section:
+    items = caveats(run)
+    return doc.Section("Caveats", [doc.Bullets(items) if items else doc.Paragraph("None found in the recorded files.")])
+
+

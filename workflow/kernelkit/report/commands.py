@@ -1,0 +1,123 @@
+"""The report stage's commands: `summary`, `figure`, `clock-figure` and `report`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kernelkit import KitError
+from kernelkit.records import read_json, sha256_text, split_skipped, write_text_atomic
+
+
+def _timed(paths: list[str]) -> list[dict[str, Any]]:
+    from kernelkit.report.run import check_record
+
+    records = []
+    for path in paths:
+        record = read_json(path)
+        check_record(Path(path), "timing", record)
+        records.append(record)
+    timed, _ = split_skipped(records)
+    return timed
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from kernelkit import summary
+
+    table = summary.summarize_records(_timed(args.timing))
+    write_text_atomic(args.output, table.to_csv(index=False, float_format="%.6f"))
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    from kernelkit import figures
+
+    write_text_atomic(args.output, figures.timing_figure(_timed(args.timing), args.kernel))
+    return 0
+
+
+def cmd_clock_figure(args: argparse.Namespace) -> int:
+    from kernelkit import figures
+
+    write_text_atomic(args.output, figures.clock_figure(_timed(args.timing)))
+    return 0
+
+
+MARKDOWN_HASH = "kernelkit-markdown-sha256"
+
+
+def write_pair(markdown_path: Path, markdown: str, html_path: Path | None, html: str | None) -> None:
+    """Write report.md and report.html so that an interruption cannot leave them out of step.
+
+    Both are written to temporary files first and renamed one after the other; the HTML carries
+    the sha256 of the Markdown it was rendered with, so a reader (and the tests) can tell a pair
+    whose second rename never happened.
+    """
+    pending = []
+    try:
+        for path, text in ((markdown_path, markdown), (html_path, html)):
+            if path is None or text is None:
+                continue
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
+            pending.append((tmp, path))
+            try:
+                handle = os.fdopen(fd, "w", encoding="utf-8")
+            except BaseException:
+                os.close(fd)
+                raise
+            with handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o644)
+        for tmp, path in pending:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in pending:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from kernelkit import document, report
+
+    try:
+        title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as error:
+        # Run checks every record it reads; what still slips through is named, never a traceback.
+        raise KitError(f"a result file under {args.run_dir} cannot be reported ({type(error).__name__}: {error})") from None
+    markdown = document.render_markdown(title, sections)
+    html = (document.render_html(title, sections, meta={MARKDOWN_HASH: sha256_text(markdown)})
+            if args.html else None)
+    write_pair(Path(args.markdown), markdown, Path(args.html) if args.html else None, html)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the report stage's subcommands to the kit's parser."""
+    p = subparsers.add_parser("summary", help="one tidy row per timed target")
+    p.add_argument("--output", required=True, help="the CSV to write")
+    p.add_argument("timing", nargs="+", help="timing files (rep<n>.json) to summarise")
+    p.set_defaults(func=cmd_summary)
+
+    p = subparsers.add_parser("figure", help="the timing figure (SVG) of one kernel")
+    p.add_argument("--kernel", required=True, help="the kernel whose timing files to draw")
+    p.add_argument("--output", required=True, help="the SVG to write")
+    p.add_argument("timing", nargs="+", help="timing files (rep<n>.json); other kernels' are ignored")
+    p.set_defaults(func=cmd_figure)
+
+    p = subparsers.add_parser("clock-figure", help="the SVG of every NVML reading taken during the timed samples")
+    p.add_argument("--output", required=True, help="the SVG to write")
+    p.add_argument("timing", nargs="+", help="timing files (rep<n>.json) holding clock traces")
+    p.set_defaults(func=cmd_clock_figure)
+
+    p = subparsers.add_parser("report", help="the report of one run directory, as Markdown and optionally HTML")
+    p.add_argument("run_dir", help="results/<run>")
+    p.add_argument("--markdown", required=True, help="report.md to write")
+    p.add_argument("--html", help="report.html to write beside it (self-contained, holds the Markdown's sha256)")
+    p.add_argument("--figures", help="folder holding <kernel>.svg figures to include")
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,181 @@
+"""Each target judged against the ceiling of the memory that serves it, and the ceilings themselves checked.
+
+A working set that fits in the L2 is served by the L2, so the DRAM copy rate says nothing about
+it: it is judged against the L2 copy ceiling where the run measured one, else marked "DRAM
+roofline n/a". A correct, consistently measured result above its ceiling is evidence against
+the ceiling, never against the kernel: the report names both numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Any
+
+from kernelkit import ceilings
+from kernelkit import document as doc
+from kernelkit.report import units
+from kernelkit.report.run import Run, method_used, target_name
+from kernelkit.stats import DIFF_THRESHOLD
+
+
+@dataclass
+class Judgement:
+    bound: str                 # "memory", "arithmetic" or "unknown"
+    memory: str                # "L2" or "DRAM" (where the working set lives between calls)
+    ceiling: str | None        # the ceiling it is divided by, e.g. "DRAM copy 4291 GB/s"
+    fraction: float | None
+    above: bool                # beyond the ceiling's tolerance
+    consistent: bool           # repeats agree within the diff threshold
+    note: str
+
+
+def _ceiling_name(kind: str, rate: float) -> str:
+    return {"copy": f"DRAM copy {rate:.0f} GB/s", "l2": f"L2 copy {rate:.0f} GB/s",
+            "gemm": f"GEMM {rate / 1e3:.1f} TFLOP/s"}[kind]
+
+
+def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
+    """The pooled median of one configuration against the ceiling that bounds it."""
+    records = run.records(kernel, shape, layout)
+    median_us = run.pooled_median(kernel, shape, layout)
+    compulsory, _ = run.byte_counts(records[0])
+    flops = int(records[0]["flops"])
+    repeat_medians = [median(r["samples_us"]) for r in records]
+    consistent = max(repeat_medians) / min(repeat_medians) - 1 <= DIFF_THRESHOLD
+    cases = [c for r in run.correctness if r["kernel"] == kernel for c in r["cases"] if c["layout"] == layout]
+    correct = bool(cases) and all(c["passed"] for c in cases)
+    fits = run.fits_in_l2(compulsory)
+    memory = "L2" if fits else "DRAM"
+    rates = run.ceiling
+    if median_us is None or "copy_gb_s" not in rates or "gemm_gflop_s" not in rates:
+        note = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)" if fits else "no ceilings measured in this run"
+        return Judgement("unknown", memory, None, None, False, consistent, note)
+    seconds = median_us * 1e-6
+    intensity = flops / compulsory if compulsory else float("inf")
+    if intensity >= rates["gemm_gflop_s"] / rates["copy_gb_s"]:
+        kind, achieved = "gemm", flops / seconds / 1e9
+    elif fits and "l2_gb_s" in rates:
+        kind, achieved = "l2", compulsory / seconds / 1e9
+    elif fits:
+        return Judgement("memory", memory, None, None, False, consistent,
+                         "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)")
+    else:
+        kind, achieved = "copy", compulsory / seconds / 1e9
+    rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
+    fraction = achieved / rate
+    above = fraction > 1.0 + ceilings.CEILING_TOLERANCE
+    unit = "GFLOP/s" if kind == "gemm" else "GB/s"
+    note = ""
+    if above and not correct:
+        note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) without a passed correctness record "
+                "in this run")
+    elif above and consistent:
+        note = (f"ceiling suspect: this correct result reaches {achieved:.0f} {unit}, above the measured "
+                f"{_ceiling_name(kind, rate)}")
+    elif above:
+        note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) while its repeats differ by more "
+                f"than {DIFF_THRESHOLD:.0%}: the measurement is in doubt")
+    elif fraction > 1.0:
+        note = f"at its ceiling (within {ceilings.CEILING_TOLERANCE:.0%})"
+    if ceilings.near_floor(median_us, rates.get("floor_us")):
+        note = "; ".join(filter(None, [note, "within 3x the harness floor"]))
+    return Judgement("arithmetic" if kind == "gemm" else "memory", memory, _ceiling_name(kind, rate), fraction,
+                     above, consistent, note)
+
+
+def rated_bandwidth_gb_s(run: Run) -> float | None:
+    """Rated DRAM bandwidth from the environment record's bus width and memory clock, where it has both."""
+    cuda, gpu = run.environment.get("cuda", {}), run.environment.get("gpu", {})
+    width = cuda.get("memory_bus_width_bits")
+    clock = gpu.get("memory_clock_max_mhz")
+    if isinstance(width, int) and isinstance(clock, (int, float)):
+        return 2 * clock * 1e6 * width / 8 / 1e9  # double data rate
+    return None
+
+
+def cross_checks(run: Run) -> list[str]:
+    """The copy ceiling against the device's rated bandwidth and against ncu's DRAM throughput, where known."""
+    found = []
+    copy = run.ceiling.get("copy_gb_s")
+    rated = rated_bandwidth_gb_s(run)
+    if copy is not None:
+        if rated:
+            found.append(f"The DRAM copy ceiling ({copy:.0f} GB/s) is {copy / rated:.0%} of the rated bandwidth "
+                         f"({rated:.0f} GB/s from the recorded bus width and memory clock).")
+        else:
+            found.append("The environment record holds no memory bus width, so the copy ceiling cannot be checked "
+                         "against the rated bandwidth here.")
+    for record in run.profiles:
+        launches = [x for x in record.get("launches", []) if isinstance(x.get("dram_throughput_pct_of_peak"), float)]
+        if launches and copy:
+            judged = judge(run, record["kernel"], record["shape"], record["layout"]) \
+                if run.records(record["kernel"], record["shape"], record["layout"]) else None
+            if judged and judged.above:
+                pct = max(x["dram_throughput_pct_of_peak"] for x in launches)
+                found.append(f"{record['kernel']} {record['shape']} {record['layout']} is above its ceiling while "
+                             f"Nsight Compute read {pct:.1f}% of peak DRAM throughput for it"
+                             + (": DRAM was not saturated, so the copy ceiling understates what it delivers."
+                                if pct < 100 else "."))
+    return found
+
+
+def section_ceilings(run: Run) -> doc.Section | None:
+    if not run.ceilings:
+        return None
+    rows = []
+    for kind, record in sorted(run.ceilings.items()):
+        median_us = median(record["samples_us"])
+        value = {"copy": f"{run.ceiling.get('copy_gb_s', 0):.1f} GB/s", "l2": f"{run.ceiling.get('l2_gb_s', 0):.1f} GB/s",
+                 "gemm": f"{run.ceiling.get('gemm_gflop_s', 0):.1f} GFLOP/s",
+                 "floor": f"{median_us:.3f} us per launch"}.get(kind, "n/a")
+        rows.append([kind, record.get("what", ""), units.duration(median_us), value, method_used(record)])
+    blocks: list[doc.Block] = [
+        doc.Paragraph("Measured in this run, on this GPU, with the method every target uses, each the fastest of the "
+                      "ways listed. A target is divided by the ceiling that bounds it: arithmetic when the spec's FLOPs "
+                      "per compulsory byte reach the ridge point (GEMM rate / copy rate), else memory; for memory, the "
+                      "L2 copy ceiling when the working set fits in the L2 the environment records, else the DRAM copy "
+                      "ceiling. Without an L2 ceiling an L2-resident target is marked DRAM roofline n/a. A correct "
+                      "result consistently above its ceiling (more than "
+                      f"{ceilings.CEILING_TOLERANCE:.0%}) says the ceiling was measured too low; both numbers are "
+                      "named. The floor is the cost of launching nothing: timings within 3x of it measure the harness "
+                      "as much as the kernel."),
+        doc.Table(["Ceiling", "What", "Median", "Rate", "Taken by"], rows, numeric=(2, 3)),
+    ]
+    for kind, label, work, unit in (("copy", "Copy", "bytes", "GB/s"), ("l2", "L2 copy", "bytes", "GB/s"),
+                                    ("gemm", "GEMM", "flops", "GFLOP/s")):
+        record = run.ceilings.get(kind, {})
+        if "variants" in record:
+            blocks.append(doc.Paragraph(f"{label} variants: " + "; ".join(
+                f"{name} {record[work] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} {unit}"
+                for name, v in sorted(record["variants"].items())) + f" (the ceiling is the fastest, {record['best']})."))
+    if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
+        blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} "
+                                    "FLOPs per byte."))
+    blocks += [doc.Paragraph(text) for text in cross_checks(run)]
+    suspect = suspect_ceilings(run)
+    if suspect:
+        blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configuration{'s' if len(suspect) > 1 else ''}): "
+                                    + "; ".join(suspect) + "."))
+    return doc.Section("Ceilings and roofline", blocks)
+
+
+def suspect_ceilings(run: Run) -> list[str]:
+    found = []
+    for kernel in run.kernels:
+        for shape in run.shapes(kernel):
+            for layout in run.layouts(kernel):
+                if run.records(kernel, shape, layout):
+                    judged = judge(run, kernel, shape, layout)
+                    if judged.above:
+                        found.append(f"{kernel} {shape} {layout}: {judged.note}")
+    return found
+
+
+def target_roofline(run: Run, record: dict[str, Any]) -> Judgement:
+    """One timed target's configuration judged (kept for callers that hold a record)."""
+    return judge(run, record["kernel"], record["shape"], record["layout"])
+
+
+__all__ = ["Judgement", "judge", "section_ceilings", "suspect_ceilings", "target_roofline", "cross_checks",
+           "target_name"]

@@ -1,0 +1,240 @@
+"""How far the timings can be trusted: clocks during the samples, noise within and between processes,
+buffer placement, warm against cold cache, and the optional tools (sanitizer, counters)."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from kernelkit import document as doc
+from kernelkit import sampler
+from kernelkit.report.run import Run, target_name as _target
+from kernelkit.summary import natural_key
+from kernelkit.tools import sanitizer_errors
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
+    a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
+    found = []
+    for r in records:
+        if not r.get("disturbed_samples"):
+            continue
+        tags = [r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])]
+        why = sampler.causes(tags)
+        found.append(f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
+                     + (f" ({'; '.join(why)})" if why else ""))
+    return found
+
+
+def run_time_paragraphs(run: Run) -> list[doc.Block]:
+    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks."""
+    from kernelkit.records import run_time
+
+    records = run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values())
+    timed = run_time(records)
+    if not timed["jobs"]:
+        return [doc.Paragraph("The records of this run carry no job clocks (they predate them): wall time and "
+                              "lock waits are unknown.")]
+    wait = timed["lock_waited_s"]
+    text = (f"{timed['jobs']} GPU jobs ran from the first start to the last end in {timed['wall_s']:.1f} s of wall "
+            f"time ({timed['job_wall_s_total']:.1f} s of job time added up, so {timed['job_wall_s_total'] / timed['wall_s']:.1f} "
+            f"jobs at a time on average). They held the GPU lock {timed['lock_held_s_total']:.1f} s in all and waited "
+            f"for it {wait['total']:.1f} s in all (median {wait['median']:.2f} s, longest {wait['max']:.2f} s per job).")
+    if timed["without_job_time"]:
+        text += f" {timed['without_job_time']} records carry no job clock and are not counted."
+    return [doc.Paragraph(text)]
+
+
+def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Targets during which another process computed on the GPU, named with its pids."""
+    from kernelkit.foreign import saw_foreign_work
+
+    return [f"{_target(r)}: pids {', '.join(str(p.get('pid', p)) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
+            for r in records if saw_foreign_work(r)]
+
+
+def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
+    """What the background NVML sampler saw while the samples were taken."""
+    sampled = [r for r in run.timings + run.cold if r.get("clock_trace")]
+    if not sampled:
+        return None
+    settings = sampled[0]["sampler"]
+    points = sum(len(r["clock_trace"]) for r in sampled)
+    clocks = [p["sm_clock_mhz"] for r in sampled for p in r["clock_trace"] if isinstance(p["sm_clock_mhz"], (int, float))]
+    reasons = sorted({x for r in sampled for p in r["clock_trace"] if isinstance(p["reasons"], list) for x in p["reasons"]})
+    blocks: list[doc.Block] = [figure] if figure else []
+    blocks.append(doc.Paragraph(
+        f"NVML read every {settings['interval_ms']:g} ms on a background thread during the samples of "
+        f"{len(sampled)} timed targets ({points} readings; SM clock {min(clocks):g} to {max(clocks):g} MHz; reasons seen: "
+        f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
+        f"throttle reason ({', '.join(sorted(sampler.THROTTLE_REASONS))}) or an SM clock below "
+        f"{settings['min_sm_clock_fraction']:g} of the maximum, or when another process computed on the GPU during it "
+        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)."))
+    affected = disturbed_targets(sampled)
+    blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
+    foreign = foreign_targets(sampled + run.spans)
+    if foreign:
+        blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
+                                    + "; ".join(foreign) + "."))
+    blocks += run_time_paragraphs(run)
+    waits = [r["method_used"]["clock_wait"] for r in sampled if r["method_used"].get("clock_wait", {}).get("enabled")]
+    if waits:
+        blocks.append(doc.Paragraph(
+            f"Waiting for the clock was on: {len(waits)} targets waited {sum(w['waited_s'] for w in waits):.3f} s in all; "
+            f"{sum(1 for w in waits if w['ready'] is False)} gave up at the timeout."))
+    return doc.Section("Clocks during timing", blocks)
+
+
+def noise_rows(run: Run) -> list[list[str]]:
+    """Per configuration: spread inside each process, and between the processes' medians (both relative)."""
+    rows = []
+    for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
+                                                 key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
+        within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
+        medians = group["median_us"]
+        between = float((medians.max() - medians.min()) / medians.mean()) if len(group) > 1 else float("nan")
+        rows.append([kernel, shape, layout, f"{100 * within:.2f}%",
+                     "n/a" if between != between else f"{100 * between:.2f}%",
+                     "between" if between > within else "within"])
+    return rows
+
+
+def section_noise(run: Run) -> doc.Section | None:
+    rows = noise_rows(run)
+    if not rows:
+        return None
+    larger = sum(1 for r in rows if r[-1] == "between")
+    return doc.Section("Noise: within and between processes", summary=(
+        f"Noise split: between-process spread exceeds within-process spread in {larger} of {len(rows)} "
+        "configurations"), blocks=[
+        doc.Paragraph("Within: (max - min) / median of one process's samples, the median over repeats. Between: the "
+                      "range of the repeats' medians over their mean. Where between exceeds within, a second process "
+                      f"tells more than more samples would: {larger} of {len(rows)} configurations."),
+        doc.Table(["Kernel", "Shape", "Layout", "Within a process", "Between processes", "Larger"], rows)])
+
+
+def section_placements(run: Run) -> doc.Section | None:
+    """Per timed target with more than one placement: each placement's median and their range."""
+    from kernelkit.stats import DIFF_THRESHOLD, placement_medians, relative_range
+
+    placed = [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]
+    if not placed:
+        return None
+    rows = []
+    for record in sorted(placed, key=lambda r: (r["kernel"], natural_key(r["shape"]), natural_key(r["layout"]),
+                                                r["method_used"].get("cache", "warm"), r["repeat"])):
+        medians = placement_medians(record["samples_us"], record["sample_placement"])
+        spread = relative_range(medians)
+        rows.append([record["kernel"], record["shape"], record["layout"], record["method_used"].get("cache", "warm"),
+                     str(record["repeat"]), ", ".join(f"{m:.3f}" for m in medians), f"{100 * spread:.2f}%",
+                     "depends on placement" if spread > DIFF_THRESHOLD else ""])
+    sensitive = sorted({" ".join(r[:3]) for r in rows if r[-1]})
+    count = len(placed[0]["placements"])
+    return doc.Section("Buffer placement", [
+        doc.Paragraph(
+            f"Every timed target sampled {count} placements in its process: fresh copies of its buffers, placement i "
+            "taken after i MiB more of the memory pool, so that they land at other addresses (each file records them). "
+            "A fresh process puts its first buffers in the same kind of place every time, so repeats alone cannot show "
+            "how much the time depends on where the data lies. Range: slowest placement median over fastest, minus "
+            f"one; above the diff threshold ({DIFF_THRESHOLD:.0%}) the target is marked. The target's median pools "
+            f"every placement's samples. Marked: {len(sensitive)} of {len({' '.join(r[:3]) for r in rows})} "
+            "configurations" + (f" ({'; '.join(sensitive)})." if sensitive else ".")),
+        doc.Table(["Kernel", "Shape", "Layout", "Cache", "Repeat", "Median per placement (us)", "Range", ""], rows)])
+
+
+def section_cold(run: Run) -> doc.Section | None:
+    """Warm and cold cache side by side: the same configuration with L2 evicted before every sample."""
+    if not run.cold:
+        return None
+    pooled: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for cache, records in (("warm", run.timings), ("cold", run.cold)):
+        for record in records:
+            entry = pooled.setdefault((record["kernel"], record["shape"], record["layout"]), {"warm": [], "cold": []})
+            entry[cache] += record["samples_us"]
+    rows = []
+    for (kernel, shape, layout), entry in sorted(pooled.items(), key=lambda i: (i[0][0], natural_key(i[0][1]), i[0][2])):
+        warm = median(entry["warm"]) if entry["warm"] else None
+        cold = median(entry["cold"]) if entry["cold"] else None
+        rows.append([kernel, shape, layout, _us(warm), _us(cold),
+                     f"{cold / warm:.2f}" if warm and cold else "n/a"])
+    flush = next((r["method_used"].get("flush") for r in run.cold if r["method_used"].get("flush")), {})
+    return doc.Section("Cold and warm cache", [
+        doc.Paragraph("Cold: before every sample the kit writes a buffer of "
+                      f"{flush.get('flush_bytes', 'n/a')} bytes (twice the L2 size the device reports, "
+                      f"{flush.get('l2_bytes', 'n/a')} bytes) outside the timed interval, and reset persisting L2 lines "
+                      f"({flush.get('persisting_l2_reset', 'n/a')}); each cold sample is a single call, so launch "
+                      "overhead is not amortised as in the warm view. Medians in microseconds, pooled over repeats."),
+        doc.Table(["Kernel", "Shape", "Layout", "Warm", "Cold", "Cold / warm"], rows)])
+
+
+def section_tools(run: Run) -> list[doc.Section]:
+    """compute-sanitizer and Nsight Compute results, where the config asked for them."""
+    sections = []
+    if run.sanitizer:
+        rows = []
+        for record in run.sanitizer:
+            if "skipped" in record:
+                rows.append([record["kernel"], record["layout"], "skipped", "skipped", record["skipped"]])
+                continue
+            # Counted from the tool's own output kept in the file, so a later reading of the
+            # summary line (racecheck words it differently from memcheck) applies to old runs too.
+            counts = {t: sanitizer_errors(record["tools"][t]["tail"]) for t in ("memcheck", "racecheck")}
+            rows.append([record["kernel"], record["layout"],
+                         *(str(counts[t]) if counts[t] is not None else "no summary line" for t in counts),
+                         "; ".join(f"{t} exit {record['tools'][t]['exit_code']}" for t in counts
+                                   if record["tools"][t]["exit_code"] != 0)])
+        subset = all("cases" in record for record in run.sanitizer if "skipped" not in record)
+        over = ("the cases each record lists (KernelSpec.sanitizer_shapes_used: a few correctness shapes, pattern normal)"
+                " of each hand-written layout, gating its timing" if subset else
+                "every correctness case of each hand-written layout")
+        sections.append(doc.Section("Sanitizer", [
+            doc.Paragraph(f"compute-sanitizer over {over} (the kit's own "
+                          "correctness command run under the tool): memcheck's ERROR SUMMARY count, and racecheck's "
+                          "errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file."),
+            doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
+    else:
+        runs = sorted({r.get("determinism_runs", 1) for r in run.correctness})
+        repeated = (f"; each correctness case was launched {', '.join(map(str, runs))} times and had to repeat its bits"
+                    if runs != [1] else "")
+        sections.append(doc.Section("Sanitizer", [doc.Paragraph(
+            "compute-sanitizer did not run in this run (config `sanitize` false or older kit): races and out-of-bounds "
+            f"accesses were not checked by a tool, only through the correctness cases{repeated}.")]))
+    if run.profiles:
+        medians: dict[tuple[str, str, str], list[float]] = {}
+        for record in run.timings:
+            medians.setdefault((record["kernel"], record["shape"], record["layout"]), []).extend(record["samples_us"])
+        rows = []
+        for record in sorted(run.profiles, key=lambda r: (r["kernel"], natural_key(r["shape"]), r["layout"])):
+            key = (record["kernel"], record["shape"], record["layout"])
+            timed = _us(median(medians[key])) if key in medians else "n/a"
+            if "skipped" in record:
+                rows.append([*key, timed, "", "", "", "", f"skipped: {record['skipped']}"])
+                continue
+            launches = record["launches"]
+
+            def total(name: str) -> str:
+                values = [x[name] for x in launches if isinstance(x.get(name), float)]
+                return f"{sum(values):.0f}" if values else "n/a"
+
+            def weighted(name: str) -> str:
+                pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
+                weight = sum(w for _, w in pairs)
+                return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
+
+            rows.append([*key, timed, weighted("dram_throughput_pct_of_peak"), weighted("achieved_occupancy_pct"),
+                         total("instructions_executed"), total("shared_bank_conflicts"),
+                         f"{len(launches)} kernel launch(es)"])
+        sections.append(doc.Section("Counters (Nsight Compute)", [
+            doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
+                          "saw them); percentages are duration-weighted over the kernels the call launched, counts "
+                          "are summed. The median is the kernel time of the timing targets, not ncu's replayed duration."),
+            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", "DRAM % of peak", "Achieved occupancy %",
+                       "Instructions", "Shared bank conflicts", "Note"], rows)]))
+    return sections
+
+

@@ -1,0 +1,214 @@
+"""The result files of one run, loaded once and checked before any section reads them.
+
+A section may index a record freely because `Run` has already refused, with one sentence
+naming the file, every record whose samples or identifying keys are unusable.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from statistics import median
+from typing import Any, Iterable
+
+import pandas as pd
+
+from kernelkit import KitError, ceilings
+from kernelkit import spec as specs
+from kernelkit.environment import is_unavailable
+from kernelkit.layout import run_result_files
+from kernelkit.records import read_json, split_skipped
+from kernelkit.summary import natural_key, summarize_records
+
+# Keys every record of a kind must hold for the report to read it.
+REQUIRED = {
+    "timing": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method", "order",
+               "nvml_before", "nvml_after", "started_utc", "source_sha256"),
+    "cold": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method"),
+    "span": ("kernel", "shape", "repeat", "layouts", "method"),
+    "ceilings": ("kind", "samples_us"),
+    "correctness": ("kernel", "cases", "tolerance"),
+    "controls": ("kernel", "control", "cases", "mutation", "caught_by"),
+}
+
+
+# Keys of every checked case, read by the correctness and controls sections.
+CASE_KEYS = {
+    "correctness": ("layout", "passed", "max_abs_error", "shape", "pattern", "worst_index"),
+    "controls": ("layout", "passed", "symptom", "pattern"),
+}
+
+
+def _finite_samples(values: Any) -> bool:
+    return (isinstance(values, list) and bool(values)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
+
+
+def check_record(path: Path, kind: str, record: Any) -> None:
+    """Refuse a record the report cannot read, naming the file and what is wrong with it."""
+    if not isinstance(record, dict):
+        raise KitError(f"result file {path} holds a {type(record).__name__}, not a JSON object")
+    if "skipped" in record and kind in ("timing", "cold"):
+        return
+    missing = [key for key in REQUIRED.get(kind, ()) if key not in record]
+    if missing:
+        raise KitError(f"result file {path} lacks the key(s) {', '.join(missing)}")
+    if "samples_us" in REQUIRED.get(kind, ()) and not _finite_samples(record["samples_us"]):
+        raise KitError(f"result file {path} has samples_us that are not a non-empty list of finite numbers")
+    if kind in CASE_KEYS:
+        for index, case in enumerate(record["cases"] if isinstance(record["cases"], list) else [None]):
+            lacking = [key for key in CASE_KEYS[kind] if not isinstance(case, dict) or key not in case]
+            if lacking:
+                raise KitError(f"result file {path} has a case (number {index}) without {', '.join(lacking)}")
+    if kind == "span":
+        for layout, entry in record["layouts"].items() if isinstance(record["layouts"], dict) else [(None, None)]:
+            samples = entry.get("samples") if isinstance(entry, dict) else None
+            if not (isinstance(samples, list) and samples and all(
+                    isinstance(s, dict) and "round" in s and _finite_samples([s.get("us")]) for s in samples)):
+                raise KitError(f"result file {path} has span samples of layout {layout} that are not a list of "
+                               "rounds with finite times")
+
+
+def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    records = []
+    for path in run_result_files(run_dir, kind):
+        record = read_json(path)
+        check_record(path, kind, record)
+        records.append(record)
+    return records
+
+
+class Run:
+    """The result files of one run directory, loaded once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = Path(run_dir)
+        if not self.dir.is_dir():
+            raise KitError(f"run directory {self.dir} does not exist")
+        self.name = self.dir.name
+        self.config = read_json(self.dir / "config.json")
+        self.environment = read_json(self.dir / "environment.json")
+        self.correctness = load(self.dir, "correctness")
+        self.controls = load(self.dir, "controls")
+        self.timings, self.skipped = split_skipped(load(self.dir, "timing"))
+        self.spans = load(self.dir, "span")
+        self.cold, cold_skipped = split_skipped(load(self.dir, "cold"))
+        self.skipped += cold_skipped
+        self.ceilings = {r["kind"]: r for r in load(self.dir, "ceilings")}
+        self.ceiling = ceilings.rates(self.ceilings)
+        self.sanitizer = [read_json(p) for p in run_result_files(self.dir, "sanitizer")]
+        self.profiles = [read_json(p) for p in run_result_files(self.dir, "profile")]
+        if not self.timings:
+            raise KitError(f"run directory {self.dir} holds no timing files with samples")
+        self.table = summarize_records(self.timings)
+        self._specs: dict[str, specs.KernelSpec | None] = {}
+
+    @property
+    def kernels(self) -> list[str]:
+        return sorted({record["kernel"] for record in self.timings})
+
+    @property
+    def device(self) -> str:
+        return str(self.environment.get("cuda", {}).get("device_name", "unknown GPU"))
+
+    @property
+    def l2_bytes(self) -> int | None:
+        value = self.environment.get("cuda", {}).get("l2_cache_bytes")
+        return value if isinstance(value, int) else None
+
+    def spec(self, kernel: str) -> specs.KernelSpec | None:
+        """The kernel folder's spec where this checkout has it (byte counts, vector widths), else None."""
+        if kernel not in self._specs:
+            try:
+                self._specs[kernel] = specs.load(kernel)
+            except (KitError, ImportError, OSError):
+                self._specs[kernel] = None
+        return self._specs[kernel]
+
+    def layouts(self, kernel: str) -> list[str]:
+        """Layouts in the config's order, then any other timed one."""
+        order = list(self.config.get("kernels", {}).get(kernel, {}).get("layouts", []))
+        timed = {r["layout"] for r in self.timings if r["kernel"] == kernel}
+        return [l for l in order if l in timed] + sorted(timed - set(order), key=natural_key)
+
+    def shapes(self, kernel: str) -> list[str]:
+        return sorted({r["shape"] for r in self.timings if r["kernel"] == kernel}, key=natural_key)
+
+    def libraries(self, kernel: str) -> set[str]:
+        """Layouts whose timing files name a library: baselines, not hand-written kernels."""
+        return {r["layout"] for r in self.timings if r["kernel"] == kernel and "library" in r}
+
+    def pooled(self, kernel: str, shape: str, layout: str) -> list[float]:
+        return [s for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)
+                for s in r["samples_us"]]
+
+    def pooled_median(self, kernel: str, shape: str, layout: str) -> float | None:
+        samples = self.pooled(kernel, shape, layout)
+        return median(samples) if samples else None
+
+    def records(self, kernel: str, shape: str, layout: str) -> list[dict[str, Any]]:
+        return [r for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)]
+
+    def byte_counts(self, record: dict[str, Any]) -> tuple[int, int]:
+        """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's."""
+        spec = self.spec(record["kernel"])
+        if spec is not None:
+            try:
+                shape = spec.parse_shape(record["shape"])
+                compulsory = int(spec.bytes_moved(shape))
+                issued = int(spec.bytes_issued(shape)) if spec.bytes_issued else compulsory
+                return compulsory, issued
+            except (KitError, TypeError, ValueError):
+                pass
+        return int(record["bytes_moved"]), int(record["bytes_moved"])
+
+    def fits_in_l2(self, working_set: int) -> bool | None:
+        return None if self.l2_bytes is None else working_set <= self.l2_bytes
+
+
+def fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if is_unavailable(value):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:g}{unit}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return f"{value}{unit}"
+
+
+def unavailable_fields(record: Any, prefix: str = "") -> list[tuple[str, str]]:
+    found = []
+    if isinstance(record, dict):
+        for key, value in record.items():
+            found += unavailable_fields(value, f"{prefix}{key}.")
+    elif is_unavailable(record):
+        found.append((prefix.rstrip("."), record))
+    return found
+
+
+def snapshots(run: Run) -> Iterable[tuple[dict[str, Any], str, dict[str, Any]]]:
+    for record in run.timings:
+        yield record, "before", record["nvml_before"]
+        yield record, "after", record["nvml_after"]
+
+
+def target_name(record: dict[str, Any]) -> str:
+    return f"{record['kernel']} {record['shape']} {record['layout']} rep{record['repeat']}"
+
+
+def sorted_by_shape(items: Iterable[Any], key: Any) -> list[Any]:
+    return sorted(items, key=lambda item: natural_key(key(item)))
+
+
+def method_used(record: dict[str, Any]) -> str:
+    """How a file's samples were taken (files from before the fallback existed used graph replay)."""
+    used = record.get("method_used", {"name": "cuda_graph_replay",
+                                      "launches_per_sample": record["method"]["launches_per_graph"]})
+    name = "graph replay" if used["name"] == "cuda_graph_replay" else "back-to-back events"
+    return f"{name}, {used['launches_per_sample']} per sample"
+
+
+def as_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows)

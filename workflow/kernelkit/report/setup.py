@@ -1,0 +1,141 @@
+"""How the run measured (method) and on what (environment), stated from the records that did it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelkit import document as doc
+from kernelkit.report.run import Run, fmt, snapshots, target_name, unavailable_fields
+
+
+def timing_settings(run: Run) -> dict[str, Any]:
+    """The timing settings the records used: one value each when they agree, else every value seen."""
+    def seen(get: Any) -> Any:
+        values = sorted({get(r) for r in run.timings}, key=str)
+        return values[0] if len(values) == 1 else values
+
+    return {
+        "warmup_launches": seen(lambda r: r["method"].get("warmup_launches")),
+        "launches_per_graph": seen(lambda r: r["method"].get("launches_per_graph")),
+        "samples": seen(lambda r: r["method"].get("samples")),
+        "max_sample_ms": seen(lambda r: r["method"].get("max_sample_ms", 20)),
+        "untimed_replays": seen(lambda r: r["method"].get("untimed_replays", 1)),
+        "repeats": len({r["repeat"] for r in run.timings}),
+        "order_seed": seen(lambda r: r["order"].get("seed")),
+        "patterns": sorted({r["input_pattern"] for r in run.timings}),
+    }
+
+
+def span_settings(run: Run) -> dict[str, Any] | None:
+    if not run.spans:
+        return None
+    method = run.spans[0]["method"]
+    return {"warmup_calls": method.get("warmup_calls"), "rounds": method.get("rounds"),
+            "samples_per_round": method.get("samples_per_round"), "repeats": len({r["repeat"] for r in run.spans})}
+
+
+def section_method(run: Run) -> doc.Section:
+    t = timing_settings(run)
+    launches = t["launches_per_graph"]
+    text = (
+        f"Each timed target ran in its own process: compile the kernel with NVRTC, allocate and upload its inputs "
+        f"(pattern: {', '.join(t['patterns'])}), then {fmt(t['warmup_launches'])} warm-up launches, capture "
+        f"{fmt(launches)} launches of the kernel on the same buffers into one CUDA graph, replay the graph "
+        f"{fmt(t['untimed_replays'])} time(s) untimed, and time {fmt(t['samples'])} replays, each between two CUDA "
+        f"events recorded on the same stream. A sample is one replay's event time divided by {fmt(launches)}: an "
+        "average per launch inside a replay, not a single-launch latency. Inside the timed interval: the graph replay "
+        "only. Outside it: compilation, allocation, host-to-device copies, warm-up launches, graph capture and upload, "
+        "the NVML snapshots. Buffers are reused across launches, so the caches are warm. "
+        f"Every configuration was timed in {t['repeats']} separate processes (repeats); within a repeat the targets ran "
+        f"in a seeded shuffled order (seed {fmt(t['order_seed'])}; each repeat has its own order, recorded as the order "
+        "key in every timing file). The kit does not change clocks or power settings. These settings are read from "
+        "the timing files that used them."
+    )
+    blocks: list[doc.Block] = [doc.Paragraph(text)]
+    per_graph = launches if isinstance(launches, int) else max(launches)
+    fewer = [r for r in run.timings if r.get("method_used", {}).get("launches_per_sample", per_graph) < per_graph]
+    if fewer:
+        blocks.append(doc.Paragraph(
+            f"Calls so long that {per_graph} of them would exceed {fmt(t['max_sample_ms'])} ms per sample were put "
+            f"fewer to a sample (at least one), each file recording the count: {len(fewer)} timed targets, e.g. "
+            + "; ".join(f"{target_name(r)} ({r['method_used']['launches_per_sample']})" for r in fewer[:4]) + "."))
+    events = [r for r in run.timings if r.get("method_used", {}).get("name") == "back_to_back_events"]
+    if events:
+        blocks.append(doc.Paragraph(
+            f"{len(events)} timed targets could not be captured in a CUDA graph and were timed as the same number of "
+            "back-to-back calls between two events on the same stream instead (the host enqueues them while the GPU "
+            "runs, so launch overhead is hidden unless a call is shorter than its launch). Why capture failed, "
+            f"from the files: {sorted({r['method_used']['capture_error'] for r in events})[0]} "
+            f"({', '.join(sorted({r['kernel'] + ' ' + r['layout'] for r in events}))})."))
+    span = span_settings(run)
+    if span:
+        blocks.append(doc.Paragraph(
+            f"Span view: one process per kernel, shape and repeat ({span['repeats']} repeat(s)) times every configured "
+            f"layout of that shape: {fmt(span['warmup_calls'])} untimed calls of each, then {fmt(span['rounds'])} "
+            f"rounds; round r starts with the r-th layout, and in its turn a layout gets one untimed call, then "
+            f"{fmt(span['samples_per_round'])} samples, each a pair of CUDA events around one call followed by a "
+            "synchronisation."))
+    return doc.Section("Method", blocks)
+
+
+def environment_rows(run: Run) -> list[tuple[str, str]]:
+    env = run.environment
+    gpu, cuda, host, snap = env["gpu"], env["cuda"], env["host"], env["snapshot"]
+    return [
+        ("GPU", f"{cuda['device_name']} (compute capability {cuda['compute_capability']}, {cuda['sm_count']} SMs)"),
+        ("UUID / PCI bus", f"{fmt(gpu['uuid'])} / {fmt(gpu['pci_bus_id'])}"),
+        ("Memory / L2", f"{fmt(cuda['global_memory_bytes'])} bytes / {fmt(cuda['l2_cache_bytes'])} bytes"),
+        ("Driver / CUDA driver API", f"{fmt(gpu['driver_version'])} / {fmt(cuda['cuda_driver_version'])}"),
+        ("CUDA runtime / NVRTC", f"{fmt(cuda['cuda_runtime_version'])} / {fmt(cuda['nvrtc_version'])}"),
+        ("CuPy / NumPy / Python", f"{cuda['cupy_version']} / {host['numpy_version']} / {host['python_version']}"),
+        *([("Baseline packages", "; ".join(f"{name} {fmt(version)}" for name, version in env["baseline_packages"].items()))]
+          if "baseline_packages" in env else []),
+        ("SM clock at capture: now / max / application",
+         f"{fmt(snap['sm_clock_mhz'])} / {fmt(gpu['sm_clock_max_mhz'])} / {fmt(gpu['sm_clock_application_mhz'])} MHz"),
+        ("Memory clock at capture: now / max / application",
+         f"{fmt(snap['memory_clock_mhz'])} / {fmt(gpu['memory_clock_max_mhz'])} / "
+         f"{fmt(gpu['memory_clock_application_mhz'])} MHz"),
+        ("Clocks locked", fmt(env["clocks_locked"])),
+        ("Power draw / limit at capture", f"{fmt(snap['power_draw_w'])} / {fmt(gpu['power_limit_w'])} W"),
+        ("Temperature / performance state at capture", f"{fmt(snap['temperature_c'])} C / {fmt(snap['performance_state'])}"),
+        ("Clock-event reasons at capture", fmt(snap["clock_event_reasons"])),
+        ("Persistence / ECC / MIG", f"{fmt(gpu['persistence_mode'])} / {fmt(gpu['ecc_mode_current'])} / "
+         f"{fmt(gpu['mig_mode_current'])}"),
+        ("Host", f"{host['os']}; {host['cpu']} ({host['cpu_count']} CPUs)"),
+        ("Kit commit", f"{host['kit_commit']}" + (" (tree had uncommitted changes)" if host["kit_tree_dirty"] is True else "")),
+        ("Config sha256", env["config_sha256"]),
+        ("Captured (UTC)", env["captured_utc"]),
+    ]
+
+
+def clock_rows(run: Run) -> list[tuple[str, str, str]]:
+    rows = []
+    for key, label in (("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "Memory clock (MHz)"),
+                       ("temperature_c", "Temperature (C)"), ("power_draw_w", "Power draw (W)")):
+        seen = [s[key] for _, _, s in snapshots(run) if isinstance(s.get(key), (int, float))]
+        rows.append((label, f"{min(seen):g}" if seen else "not recorded", f"{max(seen):g}" if seen else "not recorded"))
+    return rows
+
+
+def section_environment(run: Run) -> doc.Section:
+    env = run.environment
+    reasons = sorted({r for _, _, s in snapshots(run) if isinstance(s.get("clock_event_reasons"), list)
+                      for r in s["clock_event_reasons"]})
+    blocks: list[doc.Block] = [
+        doc.Table(("Field", "Value"), environment_rows(run)),
+        doc.Paragraph(f"NVML snapshots right before and after each of the {len(run.timings)} timed targets "
+                      "(they do not show what happened between them):"),
+        doc.Table(("Quantity", "Min seen", "Max seen"), clock_rows(run)),
+        doc.Paragraph(f"Clock-event reasons seen in those snapshots: {', '.join(reasons) or 'none'}."),
+    ]
+    if not env["nvml_available"]:
+        blocks.append(doc.Paragraph(f"NVML was not usable ({env['nvml_error']}): clocks, power, temperature and "
+                                    "clock-event reasons are not recorded for this run."))
+    missing = unavailable_fields({k: env[k] for k in ("gpu", "cuda", "host", "snapshot")})
+    if missing and env["nvml_available"]:
+        blocks.append(doc.Paragraph("Fields that could not be read: "
+                                    + "; ".join(f"{key} ({why})" for key, why in missing) + "."))
+    gpu = env["gpu"]
+    summary = (f"{run.device}, driver {fmt(gpu['driver_version'])}, clocks "
+               f"{'locked' if env['clocks_locked'] is True else 'not locked'}, kit {str(env['host']['kit_commit'])[:7]}")
+    return doc.Section("Environment", blocks, summary=summary)

@@ -1,0 +1,152 @@
+"""Every timed configuration in one compact table per kernel, in the manner of nvbench: scaled
+numbers right-aligned, noise per row, the fraction of the ceiling that serves it, bytes in MiB/GiB."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from kernelkit import document as doc
+from kernelkit.report import explain, units
+from kernelkit.report.limits import Judgement, judge
+from kernelkit.report.run import Run, method_used
+from kernelkit.summary import natural_key
+
+
+@dataclass
+class TargetRow:
+    kernel: str
+    shape: str
+    layout: str
+    median_us: float
+    noise: float            # largest relative standard deviation of one process's samples
+    repeats: int
+    compulsory_bytes: int
+    issued_bytes: int
+    flops: int
+    judgement: Judgement
+    library: bool           # a library baseline: its own access pattern, so the spec's issued count is not its
+
+
+def target_rows(run: Run, kernel: str) -> list[TargetRow]:
+    rows = []
+    for shape in run.shapes(kernel):
+        for layout in run.layouts(kernel):
+            records = run.records(kernel, shape, layout)
+            if not records:
+                continue
+            noise = max((statistics.stdev(r["samples_us"]) / statistics.mean(r["samples_us"])
+                         if len(r["samples_us"]) > 1 else 0.0) for r in records)
+            compulsory, issued = run.byte_counts(records[0])
+            rows.append(TargetRow(kernel, shape, layout, run.pooled_median(kernel, shape, layout) or 0.0, noise,
+                                  len(records), compulsory, issued, int(records[0]["flops"]),
+                                  judge(run, kernel, shape, layout), layout in run.libraries(kernel)))
+    return rows
+
+
+def _render_row(row: TargetRow) -> list[str]:
+    j = row.judgement
+    rate = (units.arithmetic(row.flops, row.median_us) if j.bound == "arithmetic"
+            else units.bandwidth(row.compulsory_bytes, row.median_us))
+    bytes_cell = units.size(row.compulsory_bytes) + (f" ({units.size(row.issued_bytes)} issued)"
+                                                     if row.issued_bytes != row.compulsory_bytes and not row.library
+                                                     else "")
+    return [row.shape, row.layout, units.duration(row.median_us), f"{100 * row.noise:.2f}%", bytes_cell, rate,
+            f"{j.fraction:.2f}" if j.fraction is not None else "n/a", j.ceiling or "-",
+            "L2-resident" if j.memory == "L2" else "DRAM", j.note]
+
+
+TARGET_HEADER = ["Shape", "Layout", "Median", "Noise", "Bytes (compulsory)", "Rate", "Of ceiling", "Ceiling",
+                 "Served by", "Note"]
+
+
+def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
+    """Per shape: the fastest layout in each repeat, its margin over the runner-up, and agreement."""
+    rows_k = table[table["kernel"] == kernel]
+    result = []
+    for shape in sorted(rows_k["shape"].unique(), key=natural_key):
+        winners = []
+        for repeat in sorted(rows_k["repeat"].unique()):
+            hit = rows_k[(rows_k["shape"] == shape) & (rows_k["repeat"] == repeat)].sort_values("median_us")
+            if len(hit) >= 2:
+                winners.append((int(repeat), hit.iloc[0]["layout"], hit.iloc[1]["median_us"] / hit.iloc[0]["median_us"]))
+        if winners:
+            result.append({"shape": shape, "winners": winners, "agree": len({w[1] for w in winners}) == 1})
+    return result
+
+
+def resource_rows(run: Run, kernel: str) -> list[list[Any]]:
+    """One row per hand-written layout; a layout whose targets disagree (they should not) shows every variant."""
+    seen: dict[str, set[tuple]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel and "launch" in record:
+            attributes, launch = record["kernel_attributes"], record["launch"]
+            seen.setdefault(record["layout"], set()).add((
+                attributes.get("num_regs", "n/a"), attributes.get("shared_size_bytes", "n/a"),
+                launch["shared_mem_bytes"], attributes.get("local_size_bytes", "n/a"),
+                attributes.get("max_threads_per_block", "n/a"), "x".join(map(str, launch["block"]))))
+    return [[layout, *variant] for layout in sorted(seen, key=natural_key) for variant in sorted(seen[layout])]
+
+
+def library_rows(run: Run, kernel: str) -> list[list[str]]:
+    """One row per library layout: package, version, the call, and how its kernel time was taken."""
+    seen: dict[str, tuple[str, str, str, set[str]]] = {}
+    for record in run.timings:
+        if record["kernel"] == kernel and "library" in record:
+            library = record["library"]
+            entry = seen.setdefault(record["layout"], (library["package"], library["version"], library["call"], set()))
+            entry[3].add(method_used(record))
+    for record in run.skipped:
+        if record["kernel"] == kernel:
+            seen.setdefault(record["layout"], ("skipped", "", record["skipped"], set()))
+    return [[layout, package, version, call, "; ".join(sorted(methods)) or "not timed"]
+            for layout, (package, version, call, methods) in sorted(seen.items())]
+
+
+def section_targets(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
+    sections = [doc.Section("Results per target", [doc.Paragraph(
+        "One row per configuration: the median of every sample of every repeat; noise is the largest relative "
+        "standard deviation of one process's samples; bytes are the spec's compulsory traffic (each datum once), with "
+        "what the access pattern issues where that is more; the rate is bytes or FLOPs over the median, divided by "
+        "the ceiling of the memory that serves the working set (see Ceilings and roofline).")])]
+    for kernel in run.kernels:
+        blocks: list[doc.Block] = [figures[kernel]] if kernel in figures else []
+        blocks.append(doc.Table(TARGET_HEADER, [_render_row(r) for r in target_rows(run, kernel)], numeric=(2, 3, 4, 5, 6)))
+        blocks.append(doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"))
+        blocks.append(doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
+            [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
+            for f in faster_layouts(run.table, kernel)]))
+        reasons = explain.explanations(run, kernel)
+        if reasons:
+            blocks.append(doc.Bullets(reasons))
+        blocks.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
+        blocks.append(doc.Table(
+            ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
+             "Max threads per block", "Block"], resource_rows(run, kernel), numeric=(1, 2, 3, 4, 5)))
+        libraries = library_rows(run, kernel)
+        if libraries:
+            blocks.append(doc.Paragraph("Library baselines, each with the method it calls (their kernels are the "
+                                        "library's: no resources are read):"))
+            blocks.append(doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries))
+        sections.append(doc.Section(kernel, blocks, level=3))
+    return sections
+
+
+def section_samples(run: Run) -> doc.Section:
+    """Per repeat: median [min, max] of each process's samples, the numbers every other table pools."""
+    rows = []
+    for kernel in run.kernels:
+        rows_k = run.table[run.table["kernel"] == kernel]
+        for (shape, layout), group in sorted(rows_k.groupby(["shape", "layout"]),
+                                             key=lambda item: (natural_key(item[0][0]), natural_key(item[0][1]))):
+            cells = [f"rep{int(r['repeat'])}: {r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
+                     for _, r in group.sort_values("repeat").iterrows()]
+            rows.append([kernel, shape, layout, "; ".join(cells)])
+    repeats = run.table["repeat"].nunique()
+    return doc.Section("Samples per repeat", [
+        doc.Paragraph("Median per-launch time in microseconds with the minimum and maximum sample, per repeat."),
+        doc.Table(["Kernel", "Shape", "Layout", "Median [min, max] per repeat (us)"], rows)],
+        summary=f"Samples per repeat: {len(run.table)} processes, {repeats} repeat(s) of {len(rows)} configurations")
