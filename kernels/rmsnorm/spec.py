@@ -128,6 +128,13 @@ SPEC = KernelSpec(
             replace="c < cols - 1; c += blockDim.x) {\n        y_row[c]",
             why="the final column of every row is never written",
         ),
+        "barrier": Mutation(
+            find="partial[threadIdx.x + stride];\n        __syncthreads();",
+            replace="partial[threadIdx.x + stride];",
+            why="the barrier inside the tree reduction is removed: a step reads partial sums the previous one "
+                "may not have written yet (a race, which often still gives the right answer)",
+            needs_gpu_to_show="a race needs concurrent threads; the float32 emulation runs the reduction in order",
+        ),
         "vec_tail": Mutation(
             find="const int tail = cols - head - 4 * quads;",
             replace="const int tail = vector ? 0 : cols - head - 4 * quads;",

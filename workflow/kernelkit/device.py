@@ -92,6 +92,8 @@ class Implementation:
 
     call: Any
     record: dict[str, Any]
+    # The buffer a hand-written layout writes; None for a baseline, whose call returns its output.
+    out: Any = None
 
 
 def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
@@ -136,6 +138,7 @@ def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping
             "source_sha256": kernel.source_sha256,
             "compile_options": list(kernel.compile_options),
         },
+        out,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -90,7 +91,7 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpulock, sampler
+    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.timing import measured_around, timing_inputs
@@ -104,8 +105,9 @@ def cmd_span(args: argparse.Namespace) -> int:
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
     skipped = {}
+    sanitizer_files = {Path(path).stem: path for path in args.sanitizer}
     for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = checks.require_checked(spec, layout, correctness_file, args.controls)
+        reason = checks.require_checked(spec, layout, correctness_file, args.controls, sanitizer_files.get(layout))
         if reason:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]
@@ -124,6 +126,10 @@ def cmd_span(args: argparse.Namespace) -> int:
         implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])
                            for layout in layouts}
         cp.cuda.Device().synchronize()
+        # Each layout's output once at this shape, as the timing stage does (hand-written ones share
+        # `out`, so each is judged right after its own call).
+        verified = {layout: verify.verify_timed_output(spec, layout, args.shape, host_inputs, impl)
+                    for layout, impl in implementations.items()}
         before = nvml.snapshot()
         with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
             calls = {layout: impl.call for layout, impl in implementations.items()}
@@ -146,7 +152,8 @@ def cmd_span(args: argparse.Namespace) -> int:
             "method": settings.method.describe(),
             "unit": "microseconds per call",
             "layouts": {
-                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)), **impl.record}
+                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)),
+                         "verified": verified[layout], **impl.record}
                 for layout, impl in implementations.items()
             },
             "skipped": skipped,
@@ -174,6 +181,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--correctness", action="append", required=True,
                    help="the correctness record of each --layout, one per --layout in the same order")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--sanitizer", nargs="*", default=[],
+                   help="the sanitizer records of the hand-written layouts, named <layout>.json (none: races not checked)")
     p.add_argument("--repeat", type=int, required=True, help="which span repeat of the run this process is (from 1)")
     p.add_argument("--output", required=True, help="where to write the span record (JSON)")
     kit_config.add_settings_argument(p, SpanSettings.SECTIONS)

@@ -44,6 +44,9 @@ class Mutation:
     find: str
     replace: str
     why: str
+    # Why the CPU emulation cannot show this bug (a race needs threads), or "" when it can: the
+    # CPU tests then skip emulating this control and say why; on the GPU it must still be caught.
+    needs_gpu_to_show: str = ""
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -104,6 +107,14 @@ class KernelSpec:
     # that sum here and the relative tolerance applies to it.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     baselines: Mapping[str, Baseline] = field(default_factory=dict)
+    # Layouts (hand-written or baseline) whose results may differ bit for bit between identical
+    # launches (atomics), each with the reason; every other layout must repeat itself exactly.
+    nondeterministic: Mapping[str, str] = field(default_factory=dict)
+    # The float64 reference for device (CuPy) arrays, for a `reference` that cannot run on CuPy as it
+    # is; None: `reference` itself is tried on the device first (see kernelkit.verify).
+    device_reference: Callable[[Mapping[str, Any]], Any] | None = None
+    # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
+    sanitizer_shapes: tuple[Shape, ...] | None = None
     # bytes_moved counts compulsory traffic (each datum once); a layout family that must issue
     # more (gathers re-reading rows) states that count here, and the report shows both.
     bytes_issued: Callable[[Shape], int] | None = None
@@ -145,6 +156,20 @@ class KernelSpec:
     def entry_of(self, layout: str) -> str:
         """The kernel function a layout launches: its own `entry`, else the spec's."""
         return str(self.layout(layout).get("entry", self.entry))
+
+    def sanitizer_shapes_used(self) -> tuple[Shape, ...]:
+        """The spec's `sanitizer_shapes`, else every correctness shape but the largest.
+
+        The correctness shapes are chosen to reach every code path (odd widths, tails, several
+        warps, blocks or loop trips); all but the largest still do, while the largest costs the
+        most under instrumentation (racecheck tracks every shared-memory access). One shape is kept.
+        """
+        if self.sanitizer_shapes is not None:
+            return tuple(self.sanitizer_shapes)
+        if len(self.correctness_shapes) < 2:
+            return tuple(self.correctness_shapes)
+        largest = max(self.correctness_shapes, key=lambda shape: (int(np.prod(self.output_shape(shape))), shape))
+        return tuple(shape for shape in self.correctness_shapes if shape != largest)
 
     def compile_options_of(self, layout: str) -> tuple[str, ...]:
         """The NVRTC options a hand-written layout is built with: the spec's, then its own."""
@@ -229,4 +254,8 @@ def load(name: str, root: Path | None = None) -> KernelSpec:
         raise KitError(f"kernels/{name}/spec.py defines no SPEC = KernelSpec(...)")
     if spec.name != name:
         raise KitError(f"kernels/{name}/spec.py names its kernel '{spec.name}'; it must match its folder '{name}'")
+    for layout, reason in spec.nondeterministic.items():
+        if layout not in spec.all_layouts or not str(reason).strip():
+            raise KitError(f"kernels/{name}/spec.py declares layout '{layout}' nondeterministic; name a layout of the "
+                           f"spec ({', '.join(spec.all_layouts)}) and say why, e.g. {{'{layout}': 'atomics add in arrival order'}}")
     return replace(spec, folder=folder.resolve())

@@ -263,7 +263,7 @@ def timing_inputs(spec: specs.KernelSpec, shape_text: str) -> dict[str, Any]:
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpulock, sampler
+    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -285,7 +285,8 @@ def cmd_time(args: argparse.Namespace) -> int:
         # Only when above 1, so that runs with one placement compare equal to files written before the option.
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
-    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls)
+    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls,
+                                     args.sanitizer[0] if args.sanitizer else None)
     if skipped:
         write_record(args.output, {**identity, "skipped": skipped, "job": clock.describe()})
         print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
@@ -324,6 +325,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     placements = []
     with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
         implementation, placement = placed(0)
+        verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
         flush = L2Flush() if args.cache == "cold" else None
         before = nvml.snapshot()
         with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
@@ -356,6 +358,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
             "clock_trace": clocks.trace,
+            "verified": verified,
             **implementation.record,
             **measured_around(spec, shape, before, after),
             "foreign_work": foreign.foreign_work(clocks.trace, tags, gpu.busy_before_pct),
@@ -378,6 +381,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", required=True, help="one layout of the kernel")
     p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--sanitizer", nargs="*", default=[],
+                   help="the layout's sanitizer record from this run (none: races were not checked)")
     p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
     kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
     add_lock_argument(p)

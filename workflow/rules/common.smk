@@ -209,7 +209,19 @@ def timing_inputs(wildcards):
             paths.path(paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout)
         ),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, [wildcards.layout]),
     }
+
+
+def layout_sanitizer_files(kernel, layouts):
+    """The sanitizer records that gate these layouts' timing: hand-written ones, with `sanitize` on."""
+    if not config["sanitize"]:
+        return []
+    return [
+        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
+        for name in layouts
+        if not SPECS[kernel].is_baseline(name)
+    ]
 
 
 def checked_shape(wildcards):
@@ -271,6 +283,7 @@ def span_inputs(wildcards):
         "sources": kernel_sources(wildcards),
         "correctness": correctness_files(wildcards.kernel),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, KERNELS[wildcards.kernel]["layouts"]),
     }
 
 
@@ -319,14 +332,7 @@ def timing_files(kernel=None, cache="warm"):
 
 
 def sanitizer_files():
-    if not config["sanitize"]:
-        return []
-    return [
-        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
-        for kernel, entry in KERNELS.items()
-        for name in entry["layouts"]
-        if not SPECS[kernel].is_baseline(name)
-    ]
+    return [name for kernel, entry in KERNELS.items() for name in layout_sanitizer_files(kernel, entry["layouts"])]
 
 
 def profile_files():

@@ -50,10 +50,12 @@ rule sanitize:
         report(
             paths.SANITIZER,
             caption="../report/tools.rst",
-            category="Optional tools",
+            category="Checks",
         ),
     log:
         paths.log(paths.SANITIZER),
+    # A check like correctness: it gates the layout's timing, so it runs before any timed target.
+    priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
