@@ -9,11 +9,11 @@ adding a folder.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-import itertools
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -156,8 +156,8 @@ class KernelSpec:
     # Layout -> elements per vector access along the last dimension: at a width that is not a
     # multiple, that layout takes its scalar path, which the report then names as a reason.
     vector_width: Mapping[str, int] = field(default_factory=dict)
-    # Base layout -> {param: values}: a grid of points, each the base's parameters with one
-    # combination overriding them, named `base[p1=v1,...]` (see `sweep`).
+    # Layout -> parameter -> values: the grid a sweep over that layout's points spans (the
+    # layout's own dict is the default point; each point overrides some of its parameters).
     sweeps: Mapping[str, Mapping[str, Sequence[Any]]] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
