@@ -177,7 +177,7 @@ def test_sweeps_section_is_computed_from_the_samples(tmp_path, fixture_kernels):
     assert row[4].startswith(f"{results['4096x4096x4096'].fraction:.2f} of GEMM")
     assert f"{len(names)} timed of {results['4096x4096x4096'].grid_size}" in row[9]
     figure = next(b for b in section.blocks if hasattr(b, "svg"))
-    assert figure.svg.startswith("<svg") and specs.display_name(names[0]) in figure.svg
+    assert figure.svg.startswith("<svg") and all(specs.display_name(n)[len("tiled["):-1] in figure.svg for n in names)
 
 
 def test_ladder_reaches_the_best_point_with_its_fraction(tmp_path):

@@ -147,7 +147,7 @@ def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
     the median of the repeats' medians, a point per repeat, the libraries and the ceiling as lines."""
     plt = _pyplot()
     rows = max(len(points) for _, points, _, _ in panels)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 1.0 + 0.22 * rows), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 1.2 + 0.22 * rows), squeeze=False)
     for ax, (shape, points, libraries, ceiling_us) in zip(axes.flat, panels):
         for y, (name, medians) in enumerate(points):
             ax.barh(y, float(np.median(medians)), height=0.7, color=WRITTEN_COLOURS[0], alpha=0.35)
@@ -160,8 +160,9 @@ def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
         ax.set_ylim(len(points) - 0.5, -0.5)
         ax.set_xlim(left=0)
         ax.set_xlabel("us per launch")
+        ax.set_ylabel("point (its parameters)")
         ax.set_title(shape)
         if libraries or ceiling_us is not None:
-            ax.legend(loc="lower right", fontsize=6)
+            ax.legend(loc="upper right", fontsize=6)  # the fastest points, at the top, have the shortest bars
     fig.suptitle(f"{title}: every timed point, fastest at the top")
     return _svg(plt, fig)

@@ -114,10 +114,10 @@ def section_sweeps(run: Run) -> doc.Section | None:
     for (kernel, base) in dict.fromkeys((r.kernel, r.base) for r in results):
         panels = [r for r in results if (r.kernel, r.base) == (kernel, base)]
         svg = figures.sweep_figure(f"{kernel} {base}", [
-            (r.shape, [(specs.display_name(p), r.repeat_medians[p]) for p in r.medians],
+            (r.shape, [(specs.display_name(p)[len(base) + 1:-1], r.repeat_medians[p]) for p in r.medians],
              {name: us for name, us in r.libraries.items()},
              r.best[1] * r.fraction if r.fraction is not None else None) for r in panels])
         blocks.append(doc.Figure(svg, None, f"{kernel} {base} sweep: median per repeat (points) and pooled median "
-                                            "(bar) of every point, fastest at the top; dashed lines: libraries; "
+                                            "(bar) of every point, named by its parameters, fastest at the top; dashed lines: libraries; "
                                             "dotted line: the time at the ceiling"))
     return doc.Section("Sweeps", blocks)
