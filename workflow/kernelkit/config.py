@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 import yaml
 
-from kernelkit import KitError, spec as specs
+from kernelkit import KitError, spec as specs, sweeps
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
@@ -300,6 +300,7 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                 check_bounds(spec, spec.parse_shape(shape))
             except KitError as error:
                 raise KitError(f"config key 'kernels.{kernel}.shapes.{index}': {error}") from None
+        sweeps.check_config(kernel, entry, spec)
     span_repeats = config.get("span", {}).get("repeats", 1)  # no span: nothing to check
     if span_repeats > config["timing"]["repeats"]:
         raise KitError(
@@ -379,12 +380,18 @@ class TimedTarget:
         return (repeats - self.repeat) * 2**32 + (2**32 - 1 - self.order_key)
 
 
+def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
+    """A kernel's configured layouts, then the valid points of its selected sweeps (file-safe names)."""
+    entry = config["kernels"][kernel]
+    return sweeps.layouts(specs.load(kernel), entry) if entry.get("sweeps") else list(entry["layouts"])
+
+
 def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [
         (kernel, shape, layout)
         for kernel, entry in config["kernels"].items()
         for shape in entry["shapes"]
-        for layout in entry["layouts"]
+        for layout in kernel_layouts(config, kernel)
     ]
 
 

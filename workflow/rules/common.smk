@@ -15,6 +15,7 @@ from kernelkit import KitError
 from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
+from kernelkit import sweeps as kit_sweeps
 from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
 from kernelkit.checks import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
@@ -48,6 +49,9 @@ SPAN_KERNELS = kit_config.span_kernels(config)
 SPAN_REPEATS = kit_config.span_repeats(config)
 KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
+# Configured layouts, then each selected sweep's valid points (`tiled@bm=64,bn=128`): every one
+# gets its own correctness and timing targets.
+LAYOUTS = {name: kit_config.kernel_layouts(config, name) for name in KERNELS}
 # One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
 TIMING_SETTINGS = TimingSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
@@ -97,7 +101,8 @@ wildcard_constraints:
     # Loose on purpose: names outside the config reach the input functions below, which
     # answer with one sentence naming what is allowed instead of "No rule to produce".
     kernel=r"[A-Za-z0-9_]+",
-    layout=r"[A-Za-z0-9_]+",
+    # A sweep point's file-safe name: base@param=value,... (no glob characters in paths).
+    layout=r"[A-Za-z0-9_]+(@[A-Za-z0-9_]+=[A-Za-z0-9_.+-]+(,[A-Za-z0-9_]+=[A-Za-z0-9_.+-]+)*)?",
     control=r"[A-Za-z0-9_]+",
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
@@ -142,7 +147,7 @@ def kernel_sources(wildcards):
 
 
 def checked_layout(wildcards):
-    layouts = KERNELS[wildcards.kernel]["layouts"]
+    layouts = LAYOUTS[checked_kernel(wildcards)]
     if wildcards.layout not in layouts:
         raise WorkflowError(
             f"layout '{wildcards.layout}' is not configured for kernel '{wildcards.kernel}'; "
@@ -155,16 +160,17 @@ def correctness_files(kernel):
     return frozen(
         [
             paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
-            for name in KERNELS[kernel]["layouts"]
+            for name in LAYOUTS[kernel]
         ]
     )
 
 
 def hand_written_layouts(kernel):
     """Negative controls mutate the CUDA source, so they run every hand-written layout of the
-    spec (a control aimed at one layout must be caught even when only another is configured).
+    spec (a control aimed at one layout must be caught even when only another is configured),
+    and one point per selected sweep (kernelkit.sweeps.control_layouts says why only one).
     """
-    return list(SPECS[kernel].layouts)
+    return kit_sweeps.control_layouts(SPECS[kernel], KERNELS[kernel])
 
 
 def control_files(kernel):
@@ -283,13 +289,13 @@ def span_inputs(wildcards):
         "sources": kernel_sources(wildcards),
         "correctness": correctness_files(wildcards.kernel),
         "controls": control_files(wildcards.kernel),
-        "sanitizer": layout_sanitizer_files(wildcards.kernel, KERNELS[wildcards.kernel]["layouts"]),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, LAYOUTS[wildcards.kernel]),
     }
 
 
 def span_arguments(wildcards, input):
     """--layout L --correctness F pairs, in the configured layout order."""
-    layouts = KERNELS[wildcards.kernel]["layouts"]
+    layouts = LAYOUTS[wildcards.kernel]
     return " ".join(
         f"--layout {name} --correctness {path}" for name, path in zip(layouts, input.correctness)
     )
@@ -332,7 +338,7 @@ def timing_files(kernel=None, cache="warm"):
 
 
 def sanitizer_files():
-    return [name for kernel, entry in KERNELS.items() for name in layout_sanitizer_files(kernel, entry["layouts"])]
+    return [name for kernel in KERNELS for name in layout_sanitizer_files(kernel, LAYOUTS[kernel])]
 
 
 def profile_files():
@@ -342,7 +348,7 @@ def profile_files():
         paths.path(paths.PROFILE, run=RUN, kernel=kernel, shape=shape, layout=name)
         for kernel, entry in KERNELS.items()
         for shape in entry["shapes"]
-        for name in entry["layouts"]
+        for name in LAYOUTS[kernel]
     ]
 
 
