@@ -151,6 +151,9 @@ SPEC = KernelSpec(
     bytes_moved=bytes_moved,
     flops=flops,
     layout_options=layout_options,
+    # Quads a thread holds (8 or 16: fewer threads per row and more bytes in flight each, both
+    # spill-free under the 512-thread bound) and rows per block where a row fits one warp.
+    sweeps={"vec": {"vec": [8, 16], "rows_per_block": [1, 2, 4, 8]}},
     baselines={
         "torch": Baseline("torch", "torch.nn.functional.rms_norm", torch_call),
         "triton": Baseline("triton", "triton_rmsnorm.py: a program per row, the row in registers, one read of x",

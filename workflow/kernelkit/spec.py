@@ -110,6 +110,9 @@ class KernelSpec:
     # Layout -> elements per vector access along the last dimension: at a width that is not a
     # multiple, that layout takes its scalar path, which the report then names as a reason.
     vector_width: Mapping[str, int] = field(default_factory=dict)
+    # Layout -> parameter -> values: the grid a sweep over that layout's points spans (the
+    # layout's own dict is the default point; each point overrides some of its parameters).
+    sweeps: Mapping[str, Mapping[str, Sequence[Any]]] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
     @property
