@@ -32,7 +32,7 @@ __device__ __forceinline__ float4 gelu4(float4 v, float4 b) {
     return make_float4(gelu_fast(v.x + b.x), gelu_fast(v.y + b.y), gelu_fast(v.z + b.z), gelu_fast(v.w + b.w));
 }
 
-extern "C" __global__ void __launch_bounds__(256) bias_gelu_vec4(const float* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(256, 8) bias_gelu_vec4(const float* __restrict__ x,
                                           const float* __restrict__ bias,
                                           float* __restrict__ y,
                                           long long total, int cols) {
