@@ -16,8 +16,8 @@ extern "C" __global__ void bias_gelu(const float* __restrict__ x,
 // exactly, so one fast exponential and one fast division replace tanhf and its cancellation
 // near z << 0. Rows are handled as 16-byte quads: when cols is a multiple of 4 and x, y, bias
 // are 16-byte aligned, a thread owns one column quad of a 2-D grid (blockIdx.x over column
-// quads, blockIdx.y striding over rows), loads its bias quad once and streams ROWS_IN_FLIGHT
-// independent rows per iteration (loads issued before any arithmetic). Otherwise (a bias row
+// quads, blockIdx.y over runs of consecutive rows), loads its bias quad once and streams
+// ROWS_IN_FLIGHT independent rows per iteration (loads issued before any arithmetic). Otherwise (a bias row
 // that does not start every row on a quad) the flat array is still read in quads and the bias
 // index of each element is tracked with a wrap-around counter; the last total % 4 elements,
 // and everything when x or y is misaligned, go through a scalar loop.
@@ -32,7 +32,7 @@ __device__ __forceinline__ float4 gelu4(float4 v, float4 b) {
     return make_float4(gelu_fast(v.x + b.x), gelu_fast(v.y + b.y), gelu_fast(v.z + b.z), gelu_fast(v.w + b.w));
 }
 
-extern "C" __global__ void bias_gelu_vec4(const float* __restrict__ x,
+extern "C" __global__ void __launch_bounds__(256, 8) bias_gelu_vec4(const float* __restrict__ x,
                                           const float* __restrict__ bias,
                                           float* __restrict__ y,
                                           long long total, int cols) {
@@ -44,18 +44,23 @@ extern "C" __global__ void bias_gelu_vec4(const float* __restrict__ x,
         if (q >= col_quads) return;
         const long long rows = total / cols;
         const float4 b = reinterpret_cast<const float4*>(bias)[q];
-        const float4* x4 = reinterpret_cast<const float4*>(x) + q;
-        float4* y4 = reinterpret_cast<float4*>(y) + q;
-        const long long step = gridDim.y;
-        long long row = blockIdx.y;
-        for (; row + (ROWS_IN_FLIGHT - 1) * step < rows; row += ROWS_IN_FLIGHT * step) {
+        // Block row y owns a run of consecutive rows, so the blocks resident at any moment
+        // stream one contiguous window of x and y (as a flat 1-D split would).
+        const long long chunk = (rows + gridDim.y - 1) / gridDim.y;
+        const long long first = blockIdx.y * chunk;
+        int count = (int)max(0LL, min(rows - first, chunk));
+        const float4* x4 = reinterpret_cast<const float4*>(x) + first * col_quads + q;
+        float4* y4 = reinterpret_cast<float4*>(y) + first * col_quads + q;
+        for (; count >= ROWS_IN_FLIGHT; count -= ROWS_IN_FLIGHT) {
             float4 v[ROWS_IN_FLIGHT];
 #pragma unroll
-            for (int r = 0; r < ROWS_IN_FLIGHT; ++r) v[r] = __ldcs(x4 + (row + r * step) * col_quads);
+            for (int r = 0; r < ROWS_IN_FLIGHT; ++r) v[r] = __ldcs(x4 + r * col_quads);
 #pragma unroll
-            for (int r = 0; r < ROWS_IN_FLIGHT; ++r) __stcs(y4 + (row + r * step) * col_quads, gelu4(v[r], b));
+            for (int r = 0; r < ROWS_IN_FLIGHT; ++r) __stcs(y4 + r * col_quads, gelu4(v[r], b));
+            x4 += ROWS_IN_FLIGHT * col_quads;
+            y4 += ROWS_IN_FLIGHT * col_quads;
         }
-        for (; row < rows; row += step) __stcs(y4 + row * col_quads, gelu4(__ldcs(x4 + row * col_quads), b));
+        for (; count > 0; --count, x4 += col_quads, y4 += col_quads) __stcs(y4, gelu4(__ldcs(x4), b));
         return;
     }
     const long long thread = ((long long)blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;

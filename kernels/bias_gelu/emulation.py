@@ -34,21 +34,21 @@ def gelu_sigmoid32(z: np.ndarray) -> np.ndarray:
 
 
 def emulate_vec4(inputs: Mapping[str, np.ndarray], control: str | None):
-    """vec4 as launched (bias_gelu.vec4_grid): the quad path walks rows in steps of grid y,
-    four in flight, then a remainder loop; the flat path walks quads with a wrapping bias
+    """vec4 as launched (bias_gelu.vec4_grid): in the quad path each block row of the grid owns
+    a run of ceil(rows / grid y) consecutive rows, walked four in flight, then a remainder loop; the flat path walks quads with a wrapping bias
     index, then a scalar tail. Allocations are 16-byte aligned, so cols % 4 picks the path."""
     spec = own_spec()
     x, bias = inputs["x"], inputs["bias"]
     rows, cols = x.shape
     unwritten = np.zeros(x.shape, dtype=bool)
     if cols % 4 == 0:
-        _, step = spec.launch(spec.layout("vec4"), (rows, cols)).grid
+        _, runs = spec.launch(spec.layout("vec4"), (rows, cols)).grid
         b = np.tile(bias[:4], cols // 4) if control == "vec_row_bias" else bias
-        for start in range(min(step, rows)):
-            lane_rows = list(range(start, rows, step))
-            unrolled = len(lane_rows) // 4 * 4
-            if control == "vec_rows" and len(lane_rows) > unrolled and lane_rows[-1] == rows - 1:
-                unwritten[rows - 1] = True
+        chunk = -(-rows // runs)
+        for first in range(0, rows, chunk):
+            count = min(rows - first, chunk)
+            if control == "vec_rows" and count % 4:
+                unwritten[first + count - 1] = True
         return gelu_sigmoid32(x + b), unwritten
     flat = x.reshape(-1)
     total = flat.size

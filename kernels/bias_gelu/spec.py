@@ -6,8 +6,9 @@ the difference between the tanh and erf definitions of GELU.
 Layouts: `elementwise` (the seed's: a thread per element, grid-stride, tanhf, a 64-bit modulo
 for the bias index) and `vec4` (kernel `bias_gelu_vec4`), which aims at copy speed: 128-bit
 loads and stores of x and y with streaming cache hints, a 2-D grid in which a thread owns one
-column quad and keeps its bias quad in registers while it walks rows (no modulo, four rows'
-loads in flight before any arithmetic), and the exact identity 0.5 z (1 + tanh u) =
+column quad and keeps its bias quad in registers while it walks a run of consecutive rows (no
+modulo, four rows' loads in flight before any arithmetic; the blocks resident at a time stream
+one contiguous window of memory; at most 32 registers so that 8 blocks of 256 fill an SM), and the exact identity 0.5 z (1 + tanh u) =
 z / (1 + exp(-2u)) computed with the fast exponential and division (a few instructions
 instead of tanhf, and no cancellation for z << 0). When the width is not a multiple of 4 the
 bias row does not line up with quads, so the flat array is read in quads with a wrapping bias
@@ -25,10 +26,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit import library
+from kernelkit import KitError, library
 from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 THREADS = 256
+# bias_gelu_vec4's __launch_bounds__(256, 8): at most 32 registers, so 8 blocks fill an SM.
+VEC4_MAX_THREADS = 256
 
 
 def make_inputs(shape: Shape, pattern: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -52,8 +55,11 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
 
 
 def vec4_grid(layout: Mapping[str, Any], shape: Shape) -> tuple[int, int]:
-    """x over column quads, y over groups of `rows_per_thread` rows (the kernel strides by grid y)."""
+    """x over column quads, y over runs of `rows_per_thread` consecutive rows."""
     rows, cols = shape
+    if int(layout["threads"]) > VEC4_MAX_THREADS:
+        raise KitError(f"bias_gelu vec4 takes at most {VEC4_MAX_THREADS} threads per block (its __launch_bounds__), "
+                       f"not threads={layout['threads']}")
     column_blocks = -(-(-(-cols // 4)) // int(layout["threads"]))
     return column_blocks, max(1, min(65535, -(-rows // int(layout["rows_per_thread"]))))
 
@@ -119,8 +125,9 @@ SPEC = KernelSpec(
         "vec4": {"entry": "bias_gelu_vec4", "threads": THREADS, "rows_per_thread": 8},
     },
     # (5, 4096): vec4's quad path with a row left over after its four-rows-in-flight loop;
+    # (17, 128): three runs of 6, 6 and 5 rows, each with a remainder;
     # (3, 8193): its flat path with a scalar tail of 3 elements.
-    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (5, 4096), (3, 8193)),
+    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (5, 4096), (17, 128), (3, 8193)),
     tolerance=Tolerance(abs=1e-5, rel=1e-4),
     mutations={
         "bias": Mutation(
@@ -139,9 +146,9 @@ SPEC = KernelSpec(
             why="vec4's scalar tail (total % 4 elements past the last quad) drops its last element",
         ),
         "vec_rows": Mutation(
-            find="for (; row < rows; row += step)",
-            replace="for (; row < rows - 1; row += step)",
-            why="vec4's quad path never writes the last row when it falls after the four-rows-in-flight loop",
+            find="for (; count > 0; --count,",
+            replace="for (; count > 1; --count,",
+            why="vec4's quad path never writes the last row of a run when it falls after the four-rows-in-flight loop",
         ),
         "vec_row_bias": Mutation(
             find="reinterpret_cast<const float4*>(bias)[q]",
@@ -162,6 +169,9 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (2 * shape[0] * shape[1] + shape[1]),
     # add, z^3 (2), fma-style inner (3), tanh counted as 1, final (3): 10 per element.
     flops=lambda shape: 10 * shape[0] * shape[1],
+    # Rows a thread walks: fewer give more, shorter blocks (dynamic balance at the end of the
+    # grid); more give fewer blocks and a near-single wave (8 x 4096: 4096 blocks at 8 rows).
+    sweeps={"vec4": {"rows_per_thread": [4, 8, 16, 32]}},
     baselines={
         "cupy": Baseline("cupy", "CuPy unfused array operations of the tanh form (one kernel per operator)", cupy_call),
         "cupy_fused": Baseline("cupy", "cupy.ElementwiseKernel of the whole tanh-form expression (one kernel)",
