@@ -83,8 +83,7 @@ def test_time_command_refuses_a_kernel_whose_correctness_did_not_pass(tmp_path, 
     correctness = tmp_path / "t32.json"
     write_json_atomic(correctness, {"passed": False, "layouts": ["t32"], "source_sha256": RMSNORM.source_sha256()})
     output = tmp_path / "rep1.json"
-    code = main(["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32",
-                 "--correctness", str(correctness), "--output", str(output)])
+    code = _time("rmsnorm", "512x128", "t32", str(correctness), [], output)
     assert code == 2 and not output.exists()
     assert "does not record a pass" in capsys.readouterr().err
 
@@ -97,8 +96,7 @@ def test_stages_chain_through_the_command_line(tmp_path):
         controls.append(str(tmp_path / f"{control}.json"))
         # As the workflow runs them: every hand-written layout (a control may aim at another than t32).
         assert main(["control", "--kernel", "rmsnorm", "--control", control, *_every_layout(RMSNORM), "--output", controls[-1]]) == 0
-    assert main(["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--samples", "4",
-                 "--correctness", str(correctness), "--controls", *controls, "--output", str(output)]) == 0
+    assert _time("rmsnorm", "512x128", "t32", str(correctness), controls, output, samples=4) == 0
     record = read_json(output)
     assert len(record["samples_us"]) == 4
     assert record["method"]["launches_per_graph"] == 64
@@ -179,15 +177,18 @@ def test_time_and_span_commands_record_a_baseline(tmp_path):
         assert main(["control", "--kernel", "matmul", "--control", control, *_every_layout(specs.load("matmul")),
                      "--output", controls[-1]]) == 0
     timing = tmp_path / "rep1.json"
-    assert main(["time", "--kernel", "matmul", "--shape", "512x512x512", "--layout", "cupy", "--samples", "3",
-                 "--correctness", paths["cupy"], "--controls", *controls, "--output", str(timing)]) == 0
+    assert _time("matmul", "512x512x512", "cupy", paths["cupy"], controls, timing, samples=3) == 0
     record = read_json(timing)
     assert record["method_used"]["name"] == "back_to_back_events"
     assert record["library"]["package"] == "cupy" and record["kernel_attributes"] == {}
     span = tmp_path / "span.json"
+    from kernelkit.span import SpanSettings
+
+    config = default_config()
+    config["span"].update(rounds=2, samples_per_round=3)
     assert main(["span", "--kernel", "matmul", "--shape", "512x512x512", "--layout", "reg4x4", "--correctness",
                  paths["reg4x4"], "--layout", "cupy", "--correctness", paths["cupy"], "--controls", *controls,
-                 "--rounds", "2", "--samples", "3", "--output", str(span)]) == 0
+                 "--repeat", "1", "--settings", SpanSettings.json_from_config(config), "--output", str(span)]) == 0
     record = read_json(span)
     assert set(record["layouts"]) == {"reg4x4", "cupy"} and len(record["layouts"]["cupy"]["samples"]) == 6
     assert record["layouts"]["reg4x4"]["kernel_attributes"]["num_regs"] > 0

@@ -18,7 +18,7 @@ from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
-from kernelkit.timing import Call
+from kernelkit.timing import Call, elapsed_us
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
                     call()
                     end.record(stream)
                     end.synchronize()
-                    samples[name].append({"round": round_index, "us": _elapsed_us(start, end), "t0": opened,
+                    samples[name].append({"round": round_index, "us": elapsed_us(start, end), "t0": opened,
                                           "t1": time.time()})
     return samples
 

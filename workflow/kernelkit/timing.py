@@ -106,7 +106,7 @@ def launches_per_sample(per_call_us: float, method: GraphReplayMethod) -> int:
     return max(1, min(method.launches_per_graph, math.floor(method.max_sample_ms * 1000.0 / per_call_us)))
 
 
-def _elapsed_us(start: Any, end: Any) -> float:
+def elapsed_us(start: Any, end: Any) -> float:
     import cupy as cp
 
     return cp.cuda.get_elapsed_time(start, end) * 1000.0
@@ -144,7 +144,7 @@ def kernel_time_samples(
             call()
         end.record(stream)
         end.synchronize()
-        launches = 1 if flush is not None else launches_per_sample(_elapsed_us(start, end) / 3, method)
+        launches = 1 if flush is not None else launches_per_sample(elapsed_us(start, end) / 3, method)
 
         used: dict[str, Any] = {"launches_per_sample": launches, "cache": "warm" if flush is None else "cold"}
         try:
@@ -181,7 +181,7 @@ def kernel_time_samples(
             end.record(stream)
             end.synchronize()
             windows.append((opened, time.time()))
-            samples_us.append(_elapsed_us(start, end) / launches)
+            samples_us.append(elapsed_us(start, end) / launches)
         used["stopped_by"] = stopped_by
         if method.stop_relative_spread is not None:
             from kernelkit.stats import median_relative_halfwidth
