@@ -115,21 +115,3 @@ def test_vec_row_split_holds_every_column_once_on_both_paths(kernel):
         for row in range(4):
             for vector in (True, False):
                 assert sorted(vec_row_parts(row, cols, threads, vec, vector)) == list(range(cols)), (cols, row, vector)
-
-
-def test_layernorm_vec_shifted_parameter_quads_hold_the_quad_columns_and_stay_in_bounds():
-    """layernorm_vec's weight/bias read at a misaligned row (head > 0), transcribed: aligned quads
-    q and q + 1 shifted by head hold columns head + 4q .. + 3, and are used only when both lie
-    inside the cols-long arrays (else the four scalar loads)."""
-    vector_reads = 0
-    for cols in range(1, 130):
-        for head in range(min(3, cols) + 1):
-            for q in range((cols - head) >> 2):
-                columns = [head + 4 * q + j for j in range(4)]
-                if head == 0 or 4 * q + 8 <= cols:
-                    held = [4 * q + j for j in range(8 if head else 4)]
-                    assert max(held) < cols and held[head:head + 4] == columns
-                    vector_reads += 1
-                else:
-                    assert max(columns) < cols
-    assert vector_reads > 0

@@ -127,17 +127,6 @@ __device__ __forceinline__ float row_total(float v, float* warp_partial) {
     return total;
 }
 
-// Floats 4q + head .. 4q + head + 3 of a 16-byte aligned array, from its aligned quads q and
-// (when head > 0) q + 1: two 128-bit loads instead of four scalar ones at odd widths.
-__device__ __forceinline__ float4 shifted_quad(const float4* __restrict__ quads, int q, int head) {
-    const float4 lo = quads[q];
-    if (head == 0) return lo;
-    const float4 hi = quads[q + 1];
-    if (head == 1) return make_float4(lo.y, lo.z, lo.w, hi.x);
-    if (head == 2) return make_float4(lo.z, lo.w, hi.x, hi.y);
-    return make_float4(lo.w, hi.x, hi.y, hi.z);
-}
-
 __device__ __forceinline__ float centred_square(float v, float mean) {
     const float d = v - mean;
     return d * d;
@@ -209,24 +198,18 @@ extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS) layernorm_ve
     if (tid < head) y_row[tid] = affine(h, mean, rstd, weight[tid], bias[tid]);
     if (vector) {
         if (tid < tail) y_row[tail_start + tid] = affine(t, mean, rstd, weight[tail_start + tid], bias[tail_start + tid]);
-        const bool params_aligned =
-            ((reinterpret_cast<unsigned long long>(weight) | reinterpret_cast<unsigned long long>(bias)) & 15) == 0;
+        const bool params_vector =
+            head == 0 && ((reinterpret_cast<unsigned long long>(weight) | reinterpret_cast<unsigned long long>(bias)) & 15) == 0;
         float4* y4 = reinterpret_cast<float4*>(y_row + head);
 #pragma unroll
         for (int k = 0; k < LAYERNORM_VEC; ++k) {
             const int q = tid + k * threads;
             if (q >= quads) break;
             const int c = head + 4 * q;
-            float4 w, b;
-            if (params_aligned && (head == 0 || 4 * q + 8 <= cols)) {
-                // Columns c..c+3 = 4q + head ..: the aligned quads q and q + 1 of the parameters
-                // (the second only when the row is misaligned, and only inside the vector).
-                w = shifted_quad(reinterpret_cast<const float4*>(weight), q, head);
-                b = shifted_quad(reinterpret_cast<const float4*>(bias), q, head);
-            } else {
-                w = make_float4(weight[c], weight[c + 1], weight[c + 2], weight[c + 3]);
-                b = make_float4(bias[c], bias[c + 1], bias[c + 2], bias[c + 3]);
-            }
+            const float4 w = params_vector ? reinterpret_cast<const float4*>(weight)[q]
+                                           : make_float4(weight[c], weight[c + 1], weight[c + 2], weight[c + 3]);
+            const float4 b = params_vector ? reinterpret_cast<const float4*>(bias)[q]
+                                           : make_float4(bias[c], bias[c + 1], bias[c + 2], bias[c + 3]);
             y4[q] = make_float4(affine(v[k].x, mean, rstd, w.x, b.x), affine(v[k].y, mean, rstd, w.y, b.y),
                                 affine(v[k].z, mean, rstd, w.z, b.z), affine(v[k].w, mean, rstd, w.w, b.w));
         }

@@ -13,11 +13,7 @@ fewest whole warps per row that hold it in `vec` quads each, so narrow rows get 
 (`rows_per_block` rows per block, shuffles only) and wide rows a block per row (shuffles, then
 one shared-memory step across warps). Rows of odd widths are misaligned, so each is read as a
 scalar head to its first 16-byte boundary, quads and a scalar tail (16384x4097 still streams
-through 128-bit loads). Default `vec` 4: at 4097 columns a row takes 288 threads (the split
-rmsnorm vec reaches 0.95 of copy with at 8193), 60 registers, so 3 blocks (27 warps) per SM
-where vec 8 (160 threads, 92 registers) fits 4 blocks (20 warps): more rows in flight to
-overlap one row's reductions with another's loads. max_threads 1024 (a 64-register cap, no
-spills at vec 4) keeps rows up to 16384 wide. Controls aimed at `vec`: a dropped tail, empty register slots counted
+through 128-bit loads). Controls aimed at `vec`: a dropped tail, empty register slots counted
 in the variance, the cross-warp sum reduced to its first warp. (A removed barrier is a race
 that may pass by chance; a passing control stops the workflow, so none is used.)
 `cupy_fused` is how a CuPy user would speed up the unfused chain (`cupy`): x.mean, then a
@@ -154,7 +150,7 @@ SPEC = KernelSpec(
     layouts={
         "block": {"entry": "layernorm_block", "threads": 256},
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
-        "vec": {"entry": "layernorm_vec", "vec": 4, "rows_per_block": 4, "max_threads": 1024},
+        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
     },
     # 9 rows: the warp layout's second block holds one row and seven idle warps.
     correctness_shapes=tuple((9, cols) for cols in (1, 31, 33, 127, 1024, 4096)),
@@ -198,10 +194,6 @@ SPEC = KernelSpec(
     flops=lambda shape: 8 * shape[0] * shape[1],
     vector_width={"warp": 4},
     layout_options=layout_options,
-    # Quads a thread holds (2: 544 threads and 52 registers at 4097, 2 blocks or 34 warps per SM;
-    # 4: the default; both spill-free under the 1024-thread bound, where vec 8 spills) and rows
-    # per block where a row fits one warp.
-    sweeps={"vec": {"vec": [2, 4], "rows_per_block": [1, 2, 4, 8]}},
     baselines={
         "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
         "cupy_fused": Baseline("cupy", "x.mean, a cupy.ReductionKernel (centred sum of squares) and a "

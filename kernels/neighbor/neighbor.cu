@@ -19,8 +19,8 @@ extern "C" __global__ void neighbor_sum(const float* __restrict__ x,
 // neighbor_warp_vec: a warp per node (CSR row). The warp reads up to 32 of the node's edge
 // indices in one coalesced load and broadcasts them by shuffles; each lane then owns one
 // 16-byte quad of features (128 features: one quad per lane, a 512-byte contiguous row per
-// gather), and eight neighbour rows are loaded before they are added (rows past the end of
-// the edge list read as zero), so eight gathers are in flight per warp. Widths that are not a multiple of 4 (or unaligned x, out) take the same
+// gather), and four neighbour rows are loaded before they are added, so several gathers are
+// in flight per warp. Widths that are not a multiple of 4 (or unaligned x, out) take the same
 // loop over single floats. The loop over feature chunks covers widths above 32 quads.
 __device__ __forceinline__ float plus(float a, float b) { return a + b; }
 __device__ __forceinline__ float4 plus(float4 a, float4 b) {
@@ -39,17 +39,19 @@ __device__ __forceinline__ void warp_gather_sum(const V* __restrict__ rows, int 
         for (int e0 = begin; e0 < end; e0 += 32) {
             const int mine = e0 + lane < end ? indices[e0 + lane] : 0;
             const int count = min(32, end - e0);
-            // Eight rows per step, all loads issued before any add; the ones past the batch's
-            // end are predicated off and read as zero, so a node of d edges costs about d / 8
-            // round trips to L2 rather than d / 4 plus up to three single ones.
-            for (int j = 0; j < count; j += 8) {
-                V v[8];
-#pragma unroll
-                for (int k = 0; k < 8; ++k) {
-                    const int n = __shfl_sync(0xffffffffu, mine, j + k);
-                    v[k] = (active && j + k < count) ? rows[(size_t)n * row_len + f] : V{};
+            int j = 0;
+            for (; j + 4 <= count; j += 4) {
+                const int n0 = __shfl_sync(0xffffffffu, mine, j), n1 = __shfl_sync(0xffffffffu, mine, j + 1);
+                const int n2 = __shfl_sync(0xffffffffu, mine, j + 2), n3 = __shfl_sync(0xffffffffu, mine, j + 3);
+                if (active) {
+                    const V a = rows[(size_t)n0 * row_len + f], b = rows[(size_t)n1 * row_len + f];
+                    const V c = rows[(size_t)n2 * row_len + f], d = rows[(size_t)n3 * row_len + f];
+                    acc = plus(acc, plus(plus(a, b), plus(c, d)));
                 }
-                acc = plus(acc, plus(plus(plus(v[0], v[1]), plus(v[2], v[3])), plus(plus(v[4], v[5]), plus(v[6], v[7]))));
+            }
+            for (; j < count; ++j) {
+                const int n = __shfl_sync(0xffffffffu, mine, j);
+                if (active) acc = plus(acc, rows[(size_t)n * row_len + f]);
             }
         }
         if (active) out_row[f] = acc;

@@ -9,10 +9,9 @@ Layouts: `gather` (the seed's: a thread per output element, each walking its nod
 and `warp_vec` (kernel `neighbor_warp_vec`): a warp per node, its edge indices read once per
 32 edges in one coalesced load and broadcast by shuffles, each lane owning a 16-byte quad of
 features, so every gather of a neighbour row is one 512-byte contiguous read for 128
-features, with eight rows in flight before they are added (those past the end of the edge
-list predicated off and read as zero, so a node of d edges costs about d / 8 round trips to
-L2, not d / 4 plus up to three single ones). The indices are read once per node instead of
-once per feature. Controls aimed at `warp_vec`: the eighth row of each group of eight left out, the last edge of every 32-edge batch left out.
+features, with four rows in flight before they are added. The indices are read once per node
+instead of once per feature. Controls aimed at `warp_vec`: the fourth row of each unrolled
+group of four left out, the last edge of every 32-edge batch left out.
 """
 
 from __future__ import annotations
@@ -150,9 +149,9 @@ SPEC = KernelSpec(
             why="each node's own features are added to its neighbours'",
         ),
         "warp_unrolled": Mutation(
-            find="plus(v[6], v[7])",
-            replace="v[6]",
-            why="warp_vec leaves out the eighth neighbour row of every group of eight",
+            find="plus(plus(a, b), plus(c, d))",
+            replace="plus(plus(a, b), c)",
+            why="warp_vec leaves out the fourth neighbour row of every unrolled group of four",
         ),
         "warp_batch_end": Mutation(
             find="const int count = min(32, end - e0);",
