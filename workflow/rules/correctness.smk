@@ -10,10 +10,12 @@ rule correctness:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         layout=checked_layout,
     shell:
-        "python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
+        "{params.pin}python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
         " --output {output} > {log} 2>&1"
 
 
@@ -30,13 +32,15 @@ rule negative_control:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         control=checked_control,
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
     shell:
-        "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
+        "{params.pin}python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
         " {params.layouts} --output {output} > {log} 2>&1"
 
 
@@ -56,8 +60,10 @@ rule sanitize:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         layout=checked_layout,
     shell:
-        "python -m kernelkit sanitize --kernel {wildcards.kernel} --layout {params.layout}"
+        "{params.pin}python -m kernelkit sanitize --kernel {wildcards.kernel} --layout {params.layout}"
         " --output {output} > {log} 2>&1"
