@@ -223,7 +223,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
-    write_record(args.output, {**record, "device_name": device.device_name(), "unit": "microseconds per call",
+    write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
                                "sizes": sizes, "nvml_before": before, "nvml_after": after})
     print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rates({args.kind: record}).items()))
     return 0

@@ -214,6 +214,7 @@ def capture(config: dict[str, Any]) -> dict[str, Any]:
     static = nvml.static_fields()
     snapshot = nvml.snapshot()
     return {
+        **device.card(),
         "captured_utc": utc_now(),
         "config_sha256": canonical_hash(config),
         "host": _host_fields(),

@@ -107,13 +107,19 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     return {"ncu_arguments": ncu_arguments, "program": program[1:], "launches": launches, "exit_code": done.returncode}
 
 
+def _card() -> dict[str, Any]:
+    from kernelkit import device
+
+    return device.card()
+
+
 def cmd_sanitize(args: argparse.Namespace) -> int:
     spec = specs.load(args.kernel)
     if spec.is_baseline(args.layout):
         raise KitError(f"the sanitizer checks hand-written kernels; '{args.layout}' is a library baseline")
     record = {"kernel": spec.name, "layout": args.layout, "source_sha256": spec.source_sha256(),
               **sanitize(spec.name, args.layout)}
-    write_record(args.output, record)
+    write_record(args.output, {**record, **_card()})
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}")
     else:
@@ -127,7 +133,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     spec.parse_shape(args.shape)
     record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout,
               **profile(spec.name, args.shape, args.layout)}
-    write_record(args.output, record)
+    write_record(args.output, {**record, **_card()})
     print(f"profile skipped: {record['skipped']}" if "skipped" in record else
           f"profiled {len(record['launches'])} kernel launches in one call")
     return 0
