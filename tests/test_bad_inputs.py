@@ -122,7 +122,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("unclosed bracket", config_text(replace_once("timing:", "timing: [")), "is not valid YAML"),
     ("tab indentation", config_text(replace_once("  samples: 15", "\tsamples: 15")), ", column "),
     ("unknown top-level key", config_text(lambda t: t + "\nwarmup: 3\n"), "'warmup' is not known"),
-    ("unknown layout", config_text(replace_once("[t32, t256]", "[t32, t64]")), "'kernels.rmsnorm.layouts'"),
+    ("unknown layout", config_text(replace_once("[t32, t256, vec", "[t32, t64, vec")), "'kernels.rmsnorm.layouts'"),
     ("empty config file", config_text(lambda t: ""), "config key 'run' is missing"),
     ("config that is a list", config_text(lambda t: "- run\n- kernels\n"), "config key '(top level)'"),
     ("config in Latin-1", config_text(lambda t: b"run: caf\xe9\n"), "cannot be read (UnicodeDecodeError"),

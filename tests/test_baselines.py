@@ -32,7 +32,7 @@ INTERPRETER_MAX_ELEMENTS = 40_000
 
 def test_the_five_seed_operations_have_all_three_baselines():
     for kernel in ("matmul", "layernorm", "bias_gelu", "triangle", "neighbor"):
-        assert set(specs.load(kernel).baselines) == {"cupy", "torch", "triton"}, kernel
+        assert {"cupy", "torch", "triton"} <= set(specs.load(kernel).baselines), kernel
 
 
 def unavailable(kernel: str, layout: str) -> str | None:

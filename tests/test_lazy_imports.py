@@ -26,7 +26,7 @@ class Recorder:
 sys.meta_path.insert(0, Recorder())
 
 import numpy as np
-from kernelkit import (ceilings, cli, correctness, device, environment, foreign, gpulock, inputs, library, sampler,
+from kernelkit import (ceilings, checks, cli, device, environment, foreign, gpulock, inputs, library, sampler,
                        spec, stats, timing)
 
 for name in spec.available():

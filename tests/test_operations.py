@@ -4,7 +4,8 @@ The tolerance of each operation is exercised with the float32 NumPy emulation in
 (kernels/<name>/emulation.py): the emulation must pass every correctness case and each emulated
 negative control must fail, which shows the tolerance is neither too tight for FP32 nor loose
 enough to hide the bugs. These tests know no operation by name, except where stated; a folder
-written by `kernelkit new` goes through the same ones (test_new_kernel.py).
+written by `kernelkit new` goes through the same ones (test_new_kernel.py). The index formulas
+of particular hand-written layouts are checked in test_kernel_layouts.py.
 """
 
 from __future__ import annotations
@@ -58,14 +59,17 @@ def test_each_mutation_applies_once_and_changes_the_source(spec):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
 def test_kernel_and_mutations_compile_for_sm90(tmp_path, spec):
-    for control in [None, *spec.mutations]:
-        source = tmp_path / f"{control}.cu"
+    # Every mutation with the spec's options, and the source with each layout's own options.
+    builds = [(control, spec.compile_options) for control in [None, *spec.mutations]]
+    builds += [(None, options) for options in {spec.compile_options_of(layout) for layout in spec.layouts}]
+    for number, (control, options) in enumerate(builds):
+        source = tmp_path / f"{number}.cu"
         source.write_text(spec.source_text(control))
         done = subprocess.run(
-            [NVCC, "-arch=sm_90", "-cubin", *spec.compile_options, "-o", str(tmp_path / f"{control}.cubin"), str(source)],
+            [NVCC, "-arch=sm_90", "-cubin", *options, "-o", str(tmp_path / f"{number}.cubin"), str(source)],
             capture_output=True, text=True, timeout=120,
         )
-        assert done.returncode == 0, (control, done.stderr)
+        assert done.returncode == 0, (control, options, done.stderr)
 
 
 def case(spec, shape, pattern):

@@ -18,8 +18,8 @@ def good():
 
 def test_plan_times_every_configuration_once_per_repeat(good):
     plan = kit_config.timing_plan(good)
-    # rmsnorm 9 shapes x 2 layouts; matmul and layernorm 2 x 5; bias_gelu, triangle and neighbor 1 x 4.
-    configurations = 18 + 10 + 10 + 4 + 4 + 4
+    # rmsnorm 9 shapes x 5 layouts; matmul 2 x 6; layernorm 2 x 7; bias_gelu 1 x 6; triangle and neighbor 1 x 5.
+    configurations = 45 + 12 + 14 + 6 + 5 + 5
     assert len(plan) == configurations * 2
     assert len({t.key for t in plan}) == len(plan)
     assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations
@@ -53,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 24, "negative_control": 13, "span": 7,
-        "timing": 100, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 160,
+        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 30, "span": 7,
+        "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 261,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -69,7 +69,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     # first and the timed targets then follow the shuffled plan across kernels.
     checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
                                                   done.stdout, re.M)]
-    assert len(checks) == 24 + 13 and min(checks) > max(int(j[4]) for j in jobs)
+    assert len(checks) == 34 + 30 and min(checks) > max(int(j[4]) for j in jobs)
     # Spans of a repeat come after its timed targets and before the next repeat's.
     # (A job block without a priority line has priority 0.)
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
@@ -86,7 +86,7 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
                      "-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
-    assert job_counts(done.stdout) == {"correctness": 2, "negative_control": 2, "timing": 1, "total": 5}
+    assert job_counts(done.stdout) == {"correctness": 5, "negative_control": 5, "timing": 1, "total": 11}
 
 
 @pytest.mark.parametrize(

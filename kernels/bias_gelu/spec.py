@@ -2,6 +2,20 @@
 
 The reference uses the same tanh form in float64, so the comparison measures rounding, not
 the difference between the tanh and erf definitions of GELU.
+
+Layouts: `elementwise` (the seed's: a thread per element, grid-stride, tanhf, a 64-bit modulo
+for the bias index) and `vec4` (kernel `bias_gelu_vec4`), which aims at copy speed: 128-bit
+loads and stores of x and y with streaming cache hints, a 2-D grid in which a thread owns one
+column quad and keeps its bias quad in registers while it walks rows (no modulo, four rows'
+loads in flight before any arithmetic), and the exact identity 0.5 z (1 + tanh u) =
+z / (1 + exp(-2u)) computed with the fast exponential and division (a few instructions
+instead of tanhf, and no cancellation for z << 0). When the width is not a multiple of 4 the
+bias row does not line up with quads, so the flat array is read in quads with a wrapping bias
+index, and the last total % 4 elements (or everything, if x or y is misaligned) take a scalar
+loop. Controls aimed at `vec4`: the scalar tail's last element, the row left after the
+four-rows loop, the bias quad fixed to the first, the bias index not wrapping at a row end.
+Baselines: `cupy` (unfused array operations, one kernel per operator), `cupy_fused` (the same
+expression as one cupy.ElementwiseKernel), `torch`, `triton`.
 """
 
 from __future__ import annotations
@@ -31,7 +45,17 @@ def reference(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     rows, cols = shape
-    return Launch(grid=(min(-(-rows * cols // THREADS), 2**31 - 1),), block=(THREADS,))
+    threads = int(layout["threads"])
+    if layout.get("entry") == "bias_gelu_vec4":
+        return Launch(grid=vec4_grid(layout, shape), block=(threads,))
+    return Launch(grid=(min(-(-rows * cols // threads), 2**31 - 1),), block=(threads,))
+
+
+def vec4_grid(layout: Mapping[str, Any], shape: Shape) -> tuple[int, int]:
+    """x over column quads, y over groups of `rows_per_thread` rows (the kernel strides by grid y)."""
+    rows, cols = shape
+    column_blocks = -(-(-(-cols // 4)) // int(layout["threads"]))
+    return column_blocks, max(1, min(65535, -(-rows // int(layout["rows_per_thread"]))))
 
 
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
@@ -48,6 +72,28 @@ def cupy_call(buffers: Mapping[str, Any], shape: Shape):
         return 0.5 * z * (1.0 + xp.tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)))
 
     return call
+
+
+def cupy_fused_call(buffers: Mapping[str, Any], shape: Shape):
+    """The CuPy user's fast way: one cupy.ElementwiseKernel of the whole expression, the bias
+    row broadcast over the rows (explicit float32 types, so no scalar promotion can creep in).
+    On NumPy inputs (the CPU tests) the same float32 arithmetic runs unfused."""
+    xp = library.array_module(buffers["x"])
+    x, bias = buffers["x"], buffers["bias"]
+    if xp.__name__ == "numpy":
+        half, one, k0, k1 = (np.float32(v) for v in (0.5, 1.0, 0.7978845608028654, 0.044715))
+
+        def call():
+            z = x + bias
+            return half * z * (one + np.tanh(k0 * (z + k1 * z * z * z)))
+
+        return call
+    kernel = xp.ElementwiseKernel(
+        "float32 x, float32 b", "float32 y",
+        "const float z = x + b; y = 0.5f * z * (1.0f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z)));",
+        "kernelkit_bias_gelu_fused",
+    )
+    return lambda: kernel(x, bias)
 
 
 def torch_call(buffers: Mapping[str, Any], shape: Shape):
@@ -68,8 +114,13 @@ SPEC = KernelSpec(
     source="bias_gelu.cu",
     entry="bias_gelu",
     dims=("rows", "cols"),
-    layouts={"elementwise": {"threads": THREADS}},
-    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (3, 8193)),
+    layouts={
+        "elementwise": {"threads": THREADS},
+        "vec4": {"entry": "bias_gelu_vec4", "threads": THREADS, "rows_per_thread": 8},
+    },
+    # (5, 4096): vec4's quad path with a row left over after its four-rows-in-flight loop;
+    # (3, 8193): its flat path with a scalar tail of 3 elements.
+    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (5, 4096), (3, 8193)),
     tolerance=Tolerance(abs=1e-5, rel=1e-4),
     mutations={
         "bias": Mutation(
@@ -82,6 +133,26 @@ SPEC = KernelSpec(
             replace="i < total - 1; i += stride",
             why="the last element is never written",
         ),
+        "vec_tail": Mutation(
+            find="i < total; i += threads",
+            replace="i < total - 1; i += threads",
+            why="vec4's scalar tail (total % 4 elements past the last quad) drops its last element",
+        ),
+        "vec_rows": Mutation(
+            find="for (; row < rows; row += step)",
+            replace="for (; row < rows - 1; row += step)",
+            why="vec4's quad path never writes the last row when it falls after the four-rows-in-flight loop",
+        ),
+        "vec_row_bias": Mutation(
+            find="reinterpret_cast<const float4*>(bias)[q]",
+            replace="reinterpret_cast<const float4*>(bias)[0]",
+            why="vec4's quad path adds the first bias quad to every column quad",
+        ),
+        "vec_bias_wrap": Mutation(
+            find="c = (c + 1 == cols) ? 0 : c + 1;",
+            replace="c = (c + 1 == cols) ? c : c + 1;",
+            why="vec4's flat path does not wrap the bias index at a row end (it repeats the last column)",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -92,7 +163,9 @@ SPEC = KernelSpec(
     # add, z^3 (2), fma-style inner (3), tanh counted as 1, final (3): 10 per element.
     flops=lambda shape: 10 * shape[0] * shape[1],
     baselines={
-        "cupy": Baseline("cupy", "CuPy elementwise expressions of the tanh form (one kernel per operator)", cupy_call),
+        "cupy": Baseline("cupy", "CuPy unfused array operations of the tanh form (one kernel per operator)", cupy_call),
+        "cupy_fused": Baseline("cupy", "cupy.ElementwiseKernel of the whole tanh-form expression (one kernel)",
+                               cupy_fused_call),
         "torch": Baseline("torch", "x + b, then torch.nn.functional.gelu(approximate='tanh')", torch_call),
         "triton": Baseline("triton", "triton_bias_gelu.py: one fused elementwise kernel", triton_call),
     },

@@ -2,13 +2,61 @@
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from kernelkit import spec as specs
+from kernelkit.spec import KernelSpec
+
+FOLDER = Path(__file__).resolve().parent
+
+
+@cache
+def own_spec() -> KernelSpec:
+    """This folder's spec: vec's row split follows its launch (threads per row) and `vec`."""
+    return specs.load(FOLDER.name, FOLDER.parent)
+
+
+@cache
+def vec_row_parts():
+    """rmsnorm's row split (layernorm_vec uses rmsnorm_vec's index formulas), from its emulation."""
+    rmsnorm = specs.load("rmsnorm", FOLDER.parent)
+    return specs.load_emulation(rmsnorm).__globals__["vec_row_parts"]
+
+
+def emulate_vec(inputs: Mapping[str, np.ndarray], control: str | None):
+    """layernorm_vec with its row split and its controls."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    rows, cols = x.shape
+    spec = own_spec()
+    threads, vec = spec.launch(spec.layout("vec"), (rows, cols)).block[0], spec.layout("vec")["vec"]
+    y = np.empty_like(x)
+    unwritten = np.zeros(x.shape, dtype=bool)
+    n = np.float32(cols)
+    for row in range(rows):
+        parts = vec_row_parts()(row, cols, threads, vec)
+        kept = np.ones(cols, dtype=bool)
+        for column, (thread, part) in parts.items():
+            if control == "vec_tail" and part == "tail":
+                kept[column] = False
+                unwritten[row, column] = True
+            kept[column] &= not (control == "vec_warps" and thread >= 32)
+        mean = np.where(kept, x[row], 0).sum(dtype=np.float32) / n
+        centred = x[row] - mean
+        squares = np.where(kept, centred * centred, 0).sum(dtype=np.float32)
+        if control == "vec_empty_slots":
+            quads = sum(part == "quad" for _, part in parts.values()) // 4
+            squares += np.float32(4 * (vec * threads - quads)) * mean * mean
+        y[row] = centred * (np.float32(1) / np.sqrt(squares / n + np.float32(1e-5))) * w + (0 if control == "bias" else b)
+    return y, unwritten
 
 
 def emulate(inputs: Mapping[str, np.ndarray], layout: str, control: str | None = None):
+    if layout == "vec":
+        return emulate_vec(inputs, control)
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     cols = x.shape[1]
     column = np.arange(cols)

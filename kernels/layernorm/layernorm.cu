@@ -98,3 +98,130 @@ extern "C" __global__ void layernorm_warp(const float* __restrict__ x, const flo
         for (int c = lane; c < cols; c += 32) y_row[c] = affine(x_row[c], mean, rstd, weight[c], bias[c]);
     }
 }
+
+// layernorm_vec: one read of x, the row held in registers, both statistics from the held
+// values (the mean, then the centred sum of squares: no cancellation, no second read).
+// blockDim.x threads share a row (whole warps, chosen by the launch from the width so the row
+// fits in LAYERNORM_VEC quads per thread); blockDim.x == 32 means a warp per row with
+// blockDim.y rows per block, otherwise one row per block, as OneFlow's layer norm picks by
+// width. A row is a scalar head up to x's first 16-byte boundary (odd widths misalign rows),
+// 128-bit quads and a scalar tail; with x and y rows aligned differently all of it is scalar.
+#ifndef LAYERNORM_VEC
+#define LAYERNORM_VEC 8
+#endif
+// The most threads per row the launch may choose: __launch_bounds__ then caps the registers
+// at 65536 / LAYERNORM_MAX_THREADS per thread, so that every launch the spec allows can start.
+#ifndef LAYERNORM_MAX_THREADS
+#define LAYERNORM_MAX_THREADS 512
+#endif
+
+__device__ __forceinline__ float row_total(float v, float* warp_partial) {
+    for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lane_mask);
+    if (blockDim.x == 32) return v;
+    const int warps = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0) warp_partial[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < warps; ++w) total += warp_partial[w];
+    __syncthreads();  // warp_partial is written again by the next call
+    return total;
+}
+
+__device__ __forceinline__ float centred_square(float v, float mean) {
+    const float d = v - mean;
+    return d * d;
+}
+
+extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS) layernorm_vec(const float* __restrict__ x, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, float* __restrict__ y,
+                                         int rows, int cols, float eps) {
+    __shared__ float warp_partial[32];
+    const int row = blockIdx.x * blockDim.y + threadIdx.y;
+    if (row >= rows) return;  // only in a warp-per-row block, and then for whole warps
+    const int tid = threadIdx.x, threads = blockDim.x;
+    const float* x_row = x + (size_t)row * cols;
+    float* y_row = y + (size_t)row * cols;
+    const unsigned long long x_address = reinterpret_cast<unsigned long long>(x_row);
+    const bool vector = ((x_address ^ reinterpret_cast<unsigned long long>(y_row)) & 15) == 0;
+    const int head = vector ? min(cols, (int)(((16 - (x_address & 15)) & 15) >> 2)) : 0;
+    const int quads = vector ? (cols - head) >> 2 : 0;
+    const int tail = cols - head - 4 * quads;  // scalar path: the whole row is "tail"
+    const int tail_start = head + 4 * quads;
+
+    float4 v[LAYERNORM_VEC];
+    const float h = tid < head ? x_row[tid] : 0.0f;
+    const float t = vector && tid < tail ? x_row[tail_start + tid] : 0.0f;
+    if (vector) {
+        const float4* x4 = reinterpret_cast<const float4*>(x_row + head);
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            const int q = tid + k * threads;
+            v[k] = q < quads ? x4[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            const int c = 4 * k * threads + tid;
+            v[k] = make_float4(c < tail ? x_row[c] : 0.0f, c + threads < tail ? x_row[c + threads] : 0.0f,
+                               c + 2 * threads < tail ? x_row[c + 2 * threads] : 0.0f,
+                               c + 3 * threads < tail ? x_row[c + 3 * threads] : 0.0f);
+        }
+    }
+
+    float sum = h + t;
+#pragma unroll
+    for (int k = 0; k < LAYERNORM_VEC; ++k) sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+    const float mean = row_total(sum, warp_partial) / cols;
+
+    // Only held elements count: an empty slot would add mean^2.
+    float squares = (tid < head ? centred_square(h, mean) : 0.0f) + (vector && tid < tail ? centred_square(t, mean) : 0.0f);
+    if (vector) {
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            if (tid + k * threads < quads) {
+                squares += (centred_square(v[k].x, mean) + centred_square(v[k].y, mean)) +
+                           (centred_square(v[k].z, mean) + centred_square(v[k].w, mean));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            const float held[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if ((4 * k + j) * threads + tid < tail) squares += centred_square(held[j], mean);
+            }
+        }
+    }
+    const float rstd = rsqrtf(row_total(squares, warp_partial) / cols + eps);
+
+    if (tid < head) y_row[tid] = affine(h, mean, rstd, weight[tid], bias[tid]);
+    if (vector) {
+        if (tid < tail) y_row[tail_start + tid] = affine(t, mean, rstd, weight[tail_start + tid], bias[tail_start + tid]);
+        const bool params_vector =
+            head == 0 && ((reinterpret_cast<unsigned long long>(weight) | reinterpret_cast<unsigned long long>(bias)) & 15) == 0;
+        float4* y4 = reinterpret_cast<float4*>(y_row + head);
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            const int q = tid + k * threads;
+            if (q >= quads) break;
+            const int c = head + 4 * q;
+            const float4 w = params_vector ? reinterpret_cast<const float4*>(weight)[q]
+                                           : make_float4(weight[c], weight[c + 1], weight[c + 2], weight[c + 3]);
+            const float4 b = params_vector ? reinterpret_cast<const float4*>(bias)[q]
+                                           : make_float4(bias[c], bias[c + 1], bias[c + 2], bias[c + 3]);
+            y4[q] = make_float4(affine(v[k].x, mean, rstd, w.x, b.x), affine(v[k].y, mean, rstd, w.y, b.y),
+                                affine(v[k].z, mean, rstd, w.z, b.z), affine(v[k].w, mean, rstd, w.w, b.w));
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < LAYERNORM_VEC; ++k) {
+            const float held[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = (4 * k + j) * threads + tid;
+                if (c < tail) y_row[c] = affine(held[j], mean, rstd, weight[c], bias[c]);
+            }
+        }
+    }
+}

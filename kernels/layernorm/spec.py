@@ -4,6 +4,21 @@ Layouts: `block` (a block of 256 threads per row, shared-memory tree with barrie
 first version) and `warp` (a warp per row, eight warps per block, 128-bit loads for widths
 that are multiples of 4, shuffle reductions for the mean and the centred variance: the
 rewrite). Correctness widths cover both the vector and the scalar path of `warp`.
+
+`vec` (kernel `layernorm_vec`) aims at copy speed: x is read once, with 128-bit loads, the row
+stays in registers (`vec` quads per thread, a compile-time size), and both the mean and the
+centred variance come from the held values (two reductions, no second read, no
+E[x^2] - mean^2 cancellation). As OneFlow's layer norm does, the width picks the shape: the
+fewest whole warps per row that hold it in `vec` quads each, so narrow rows get a warp per row
+(`rows_per_block` rows per block, shuffles only) and wide rows a block per row (shuffles, then
+one shared-memory step across warps). Rows of odd widths are misaligned, so each is read as a
+scalar head to its first 16-byte boundary, quads and a scalar tail (16384x4097 still streams
+through 128-bit loads). Controls aimed at `vec`: a dropped tail, empty register slots counted
+in the variance, the cross-warp sum reduced to its first warp. (A removed barrier is a race
+that may pass by chance; a passing control stops the workflow, so none is used.)
+`cupy_fused` is how a CuPy user would speed up the unfused chain (`cupy`): x.mean, then a
+ReductionKernel for the centred sum of squares and an ElementwiseKernel that normalises and
+scales (three kernels, three reads of x).
 """
 
 from __future__ import annotations
@@ -13,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit import library
+from kernelkit import KitError, library
 from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 EPS = 1e-5
@@ -37,8 +52,31 @@ def reference(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     return (x - mean) / np.sqrt(var + EPS) * inputs["weight"].astype(np.float64) + inputs["bias"].astype(np.float64)
 
 
+def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
+    """Threads per row of `vec`: its fixed `threads`, else the fewest whole warps holding the row
+    in `vec` quads each."""
+    if "threads" in layout:
+        threads = int(layout["threads"])
+    else:
+        threads = 32 * max(1, -(-cols // (4 * int(layout["vec"]) * 32)))
+    if threads > int(layout["max_threads"]) or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
+        raise KitError(f"layernorm layout vec={layout['vec']} cannot hold a row of {cols} columns in {threads} threads "
+                       f"(whole warps, at most max_threads={layout['max_threads']}, holding 4 * vec floats each); raise vec")
+    return threads
+
+
+def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    if "vec" not in layout:
+        return ()
+    return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}")
+
+
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
-    rows, _ = shape
+    rows, cols = shape
+    if layout["entry"] == "layernorm_vec":
+        threads = vec_threads(layout, cols)
+        rows_per_block = int(layout["rows_per_block"]) if threads == 32 else 1
+        return Launch(grid=(-(-rows // rows_per_block),), block=(threads, rows_per_block))
     threads = int(layout["threads"])
     if layout["entry"] == "layernorm_block":
         return Launch(grid=(rows,), block=(threads,), shared_mem=threads * 4)
@@ -59,6 +97,34 @@ def cupy_call(buffers: Mapping[str, Any], shape: Shape):
         centred = x - x.mean(axis=1, keepdims=True)
         var = (centred * centred).mean(axis=1, keepdims=True)
         return centred / xp.sqrt(var + EPS) * weight + bias
+
+    return call
+
+
+def cupy_fused_call(buffers: Mapping[str, Any], shape: Shape):
+    xp = library.array_module(buffers["x"])
+    x, weight, bias = buffers["x"], buffers["weight"], buffers["bias"]
+    cols = np.float32(shape[1])
+    if xp.__name__ == "numpy":  # the CPU tests: the same arithmetic, unfused
+        def call():
+            mean = x.mean(axis=1, keepdims=True)
+            squares = ((x - mean) * (x - mean)).sum(axis=1, keepdims=True)
+            return (x - mean) * (np.float32(1) / np.sqrt(squares / cols + np.float32(EPS))) * weight + bias
+
+        return call
+    centred_squares = xp.ReductionKernel(
+        "float32 x, float32 mean", "float32 squares", "(x - mean) * (x - mean)", "a + b", "squares = a", "0",
+        "kernelkit_layernorm_centred_squares",
+    )
+    normalise = xp.ElementwiseKernel(
+        "float32 x, float32 mean, float32 squares, float32 w, float32 b, float32 cols, float32 eps", "float32 y",
+        "y = (x - mean) * rsqrtf(squares / cols + eps) * w + b", "kernelkit_layernorm_normalise",
+    )
+
+    def call():
+        mean = x.mean(axis=1, keepdims=True)
+        squares = centred_squares(x, xp.broadcast_to(mean, x.shape), axis=1, keepdims=True)
+        return normalise(x, mean, squares, weight, bias, cols, np.float32(EPS))
 
     return call
 
@@ -84,6 +150,7 @@ SPEC = KernelSpec(
     layouts={
         "block": {"entry": "layernorm_block", "threads": 256},
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
+        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
     },
     # 9 rows: the warp layout's second block holds one row and seven idle warps.
     correctness_shapes=tuple((9, cols) for cols in (1, 31, 33, 127, 1024, 4096)),
@@ -100,6 +167,21 @@ SPEC = KernelSpec(
             replace="for (int offset = 8;",
             why="the warp reduction starts at offset 8: lanes 16-31 are left out",
         ),
+        "vec_tail": Mutation(
+            find="const int tail = cols - head - 4 * quads;",
+            replace="const int tail = vector ? 0 : cols - head - 4 * quads;",
+            why="vec drops the 1-3 elements after a row's last quad (never written, not in the statistics)",
+        ),
+        "vec_empty_slots": Mutation(
+            find="if (tid + k * threads < quads) {",
+            replace="if (true) {",
+            why="vec counts its empty register slots (zeros) in the centred sum of squares",
+        ),
+        "vec_warps": Mutation(
+            find="for (int w = 0; w < warps; ++w) total",
+            replace="for (int w = 0; w < 1; ++w) total",
+            why="vec's cross-warp sums keep only the first warp's partial",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -111,8 +193,11 @@ SPEC = KernelSpec(
     # sum (1), centre and square (3), normalise and scale (4) per element.
     flops=lambda shape: 8 * shape[0] * shape[1],
     vector_width={"warp": 4},
+    layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
+        "cupy_fused": Baseline("cupy", "x.mean, a cupy.ReductionKernel (centred sum of squares) and a "
+                               "cupy.ElementwiseKernel (normalise, scale, shift): three kernels", cupy_fused_call),
         "torch": Baseline("torch", "torch.nn.functional.layer_norm", torch_call),
         "triton": Baseline("triton", "triton_layernorm.py: a program per row, the row in registers", triton_call),
     },

@@ -84,3 +84,190 @@ extern "C" __global__ void matmul_reg4x4(const float* __restrict__ A, const floa
         }
     }
 }
+
+// matmul_tiled: warp-tiled and multi-stage, the operand tiles copied global -> shared by
+// cp.async (sm_80+) while the previous tile is multiplied. Tile sizes are compile-time
+// constants set by -D options built from the layout's parameters (defaults below):
+//   MM_BM x MM_BN  block tile of C; MM_BK  contraction step; MM_STAGES  shared-memory stages;
+//   MM_WM x MM_WN  warp tile; MM_TM x MM_TN  thread sub-tile, repeated MM_WNITER times along n
+//   (and as often along m as the warp tile needs) so that a warp's 32 lanes cover it;
+//   MM_MIN_BLOCKS  blocks per multiprocessor asked of the register allocator (__launch_bounds__).
+// A is staged transposed (As[k][m], 4-byte copies, rows padded by 4 floats so the copies of
+// one warp spread over the banks), B as is (16-byte copies when N is a multiple of 4). Per k a
+// thread reads its A and B fragments as 16-byte quads and does TM x TN x iterations FMAs.
+// Out-of-range elements are zero-filled by the copy (source size 0) and outputs not stored.
+#ifndef MM_BM
+#define MM_BM 128
+#endif
+#ifndef MM_BN
+#define MM_BN 128
+#endif
+#ifndef MM_BK
+#define MM_BK 16
+#endif
+#ifndef MM_WM
+#define MM_WM 64
+#endif
+#ifndef MM_WN
+#define MM_WN 32
+#endif
+#ifndef MM_TM
+#define MM_TM 8
+#endif
+#ifndef MM_TN
+#define MM_TN 4
+#endif
+#ifndef MM_WNITER
+#define MM_WNITER 2
+#endif
+#ifndef MM_STAGES
+#define MM_STAGES 2
+#endif
+#ifndef MM_MIN_BLOCKS
+#define MM_MIN_BLOCKS 1
+#endif
+#define MM_THREADS ((MM_BM / MM_WM) * (MM_BN / MM_WN) * 32)
+#define MM_WMITER ((MM_WM * MM_WN) / (32 * MM_TM * MM_TN * MM_WNITER))
+#define MM_WSUBM (MM_WM / MM_WMITER)
+#define MM_WSUBN (MM_WN / MM_WNITER)
+#define MM_A_STRIDE (MM_BM + 4)
+static_assert(MM_BM % MM_WM == 0 && MM_BN % MM_WN == 0, "the warp tile must divide the block tile");
+static_assert(MM_THREADS <= 1024, "at most 1024 threads per block");
+static_assert(MM_WMITER >= 1 && MM_WM % MM_WMITER == 0 && MM_WN % MM_WNITER == 0, "the iterations must divide the warp tile");
+static_assert((MM_WSUBM / MM_TM) * (MM_WSUBN / MM_TN) == 32, "a warp's 32 lanes must cover one warp sub-tile");
+static_assert(MM_TM % 4 == 0 && MM_TN % 4 == 0, "thread tiles are read as 16-byte quads");
+static_assert((MM_BM * MM_BK) % MM_THREADS == 0 && (MM_BK * MM_BN) % (4 * MM_THREADS) == 0, "loads must split evenly");
+static_assert(MM_STAGES >= 2, "at least two stages");
+static_assert(MM_STAGES * MM_BK * (MM_A_STRIDE + MM_BN) * 4 <= 48 * 1024, "static shared memory is limited to 48 KB");
+
+__device__ __forceinline__ unsigned shared_address(const void* pointer) {
+    unsigned address;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(pointer));
+    return address;
+}
+
+// Copies `bytes` (4 or 16) from global to shared memory asynchronously; copies zeros when !valid.
+__device__ __forceinline__ void copy_async4(float* shared, const float* global, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(shared)), "l"(global),
+                 "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async16(float* shared, const float* global, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(shared)), "l"(global),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int pending>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(pending)); }
+
+extern "C" __global__ void __launch_bounds__(MM_THREADS, MM_MIN_BLOCKS) matmul_tiled(const float* __restrict__ A,
+                                                                      const float* __restrict__ B,
+                                                                      float* __restrict__ C, int M, int N, int K) {
+    __shared__ __align__(16) float As[MM_STAGES][MM_BK][MM_A_STRIDE];
+    __shared__ __align__(16) float Bs[MM_STAGES][MM_BK][MM_BN];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_n = warp % (MM_BN / MM_WN), warp_m = warp / (MM_BN / MM_WN);
+    const int lane_n = lane % (MM_WSUBN / MM_TN), lane_m = lane / (MM_WSUBN / MM_TN);
+    const int block_row = blockIdx.y * MM_BM, block_col = blockIdx.x * MM_BN;
+    const bool b_vector = (N & 3) == 0 && (reinterpret_cast<unsigned long long>(B) & 15) == 0;
+
+    // Element e = tid + THREADS l of the A tile is (m e / BK, k e % BK): a warp reads rows in
+    // runs of BK floats. Quad q of the B tile is (k q / (BN / 4), n 4 (q % (BN / 4))).
+    auto load_tile = [&](int tile, int stage) {
+        const int k0 = tile * MM_BK;
+#pragma unroll
+        for (int l = 0; l < MM_BM * MM_BK / MM_THREADS; ++l) {
+            const int e = tid + l * MM_THREADS;
+            const int m = e / MM_BK, k = e % MM_BK;
+            const bool valid = block_row + m < M && k0 + k < K;
+            copy_async4(&As[stage][k][m], valid ? A + (size_t)(block_row + m) * K + k0 + k : A, valid);
+        }
+#pragma unroll
+        for (int l = 0; l < MM_BK * MM_BN / 4 / MM_THREADS; ++l) {
+            const int q = tid + l * MM_THREADS;
+            const int k = q / (MM_BN / 4), n = (q % (MM_BN / 4)) * 4;
+            const int row = k0 + k, col = block_col + n;
+            if (b_vector) {
+                const bool valid = row < K && col < N;
+                copy_async16(&Bs[stage][k][n], valid ? B + (size_t)row * N + col : B, valid);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const bool valid = row < K && col + e < N;
+                    copy_async4(&Bs[stage][k][n + e], valid ? B + (size_t)row * N + col + e : B, valid);
+                }
+            }
+        }
+    };
+
+    float acc[MM_WMITER * MM_TM][MM_WNITER * MM_TN] = {};
+    const int tiles = (K + MM_BK - 1) / MM_BK;
+#pragma unroll
+    for (int s = 0; s < MM_STAGES - 1; ++s) {
+        if (s < tiles) load_tile(s, s);
+        copy_async_commit();
+    }
+    for (int t = 0; t < tiles; ++t) {
+        const int ahead = t + MM_STAGES - 1;
+        if (ahead < tiles) load_tile(ahead, ahead % MM_STAGES);
+        copy_async_commit();  // possibly empty, so that the count of pending groups is fixed
+        copy_async_wait<MM_STAGES - 1>();  // tile t has landed (this thread's copies)
+        __syncthreads();                   // ... and every other thread's
+        const int stage = t % MM_STAGES;
+#pragma unroll
+        for (int kk = 0; kk < MM_BK; ++kk) {
+            float a_reg[MM_WMITER * MM_TM], b_reg[MM_WNITER * MM_TN];
+#pragma unroll
+            for (int wm = 0; wm < MM_WMITER; ++wm)
+#pragma unroll
+                for (int i = 0; i < MM_TM; i += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(
+                        &As[stage][kk][warp_m * MM_WM + wm * MM_WSUBM + lane_m * MM_TM + i]);
+                    a_reg[wm * MM_TM + i] = v.x;
+                    a_reg[wm * MM_TM + i + 1] = v.y;
+                    a_reg[wm * MM_TM + i + 2] = v.z;
+                    a_reg[wm * MM_TM + i + 3] = v.w;
+                }
+#pragma unroll
+            for (int wn = 0; wn < MM_WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < MM_TN; j += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(
+                        &Bs[stage][kk][warp_n * MM_WN + wn * MM_WSUBN + lane_n * MM_TN + j]);
+                    b_reg[wn * MM_TN + j] = v.x;
+                    b_reg[wn * MM_TN + j + 1] = v.y;
+                    b_reg[wn * MM_TN + j + 2] = v.z;
+                    b_reg[wn * MM_TN + j + 3] = v.w;
+                }
+#pragma unroll
+            for (int m = 0; m < MM_WMITER * MM_TM; ++m)
+#pragma unroll
+                for (int n = 0; n < MM_WNITER * MM_TN; ++n) acc[m][n] += a_reg[m] * b_reg[n];
+        }
+        __syncthreads();  // this stage is refilled by a later iteration's copies
+    }
+    copy_async_wait<0>();
+
+    const bool c_vector = (N & 3) == 0 && (reinterpret_cast<unsigned long long>(C) & 15) == 0;
+#pragma unroll
+    for (int wm = 0; wm < MM_WMITER; ++wm)
+#pragma unroll
+        for (int i = 0; i < MM_TM; ++i) {
+            const int row = block_row + warp_m * MM_WM + wm * MM_WSUBM + lane_m * MM_TM + i;
+            if (row >= M) continue;
+#pragma unroll
+            for (int wn = 0; wn < MM_WNITER; ++wn)
+#pragma unroll
+                for (int j = 0; j < MM_TN; j += 4) {
+                    const int col = block_col + warp_n * MM_WN + wn * MM_WSUBN + lane_n * MM_TN + j;
+                    const float* v = &acc[wm * MM_TM + i][wn * MM_TN + j];
+                    float* out = C + (size_t)row * N + col;
+                    if (c_vector && col < N) {
+                        *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            if (col + e < N) out[e] = v[e];
+                    }
+                }
+        }
+}

@@ -5,6 +5,20 @@ and `reg4x4` (64 x 64 block tile, 4 x 4 outputs per thread, contraction step 32,
 into 16 KiB of shared memory: the rewrite). Shapes are MxNxK. Correctness includes sizes that
 are multiples of no tile (33x65x17, 1000x1000x1000) and widths that force the scalar load path.
 A reduction over K: the tolerance scales with sum_k |a b| (see KernelSpec.error_scale).
+
+`tiled` (kernel `matmul_tiled`) is the warp-tiled, multi-stage design: each block computes a
+bm x bn tile of C in steps of bk, the operand tiles copied global -> shared by `cp.async`
+(`stages` buffers, so the copies of the next steps overlap the multiply-adds of this one);
+each warp owns a wm x wn tile, each thread tm x tn sub-tiles repeated `wniter` times along n
+(and as often along m as the warp tile needs), read from shared memory as 16-byte quads.
+Every parameter is a compile-time constant (`-DMM_BM=...`, built by `layout_options` from the
+layout's dict), so a sweep is a set of layouts with other values; `min_blocks` is the
+`__launch_bounds__` occupancy asked of the register allocator. The default point (128 x 128
+block tile, bk 8, 3 stages, 64 x 32 warp tiles, 8 x 4 thread tiles twice, 256 threads, two
+blocks per multiprocessor: 128 registers, no spills, 25 KB of shared memory each) was picked
+by reasoning (reuse per shared-memory read, occupancy, no spills), not measured.
+Controls aimed at `tiled`: the last partial bk step dropped, accumulators overwritten
+instead of added, the last row of C never written.
 """
 
 from __future__ import annotations
@@ -14,7 +28,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array
-from kernelkit import library
+from kernelkit import KitError, library
 from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 
@@ -31,8 +45,44 @@ def error_scale(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.abs(inputs["a"].astype(np.float64)) @ np.abs(inputs["b"].astype(np.float64))
 
 
+TILED_PARAMETERS = ("bm", "bn", "bk", "wm", "wn", "tm", "tn", "wniter", "stages", "min_blocks")
+
+
+def tiled_threads(layout: Mapping[str, Any]) -> int:
+    """Threads of a `tiled` block, after the checks the kernel's static_asserts make, so that a
+    bad parameter point is refused in one sentence before any compile."""
+    p = {name: int(layout[name]) for name in TILED_PARAMETERS}
+    threads = (p["bm"] // p["wm"]) * (p["bn"] // p["wn"]) * 32
+    wmiter = p["wm"] * p["wn"] // (32 * p["tm"] * p["tn"] * p["wniter"])
+    problems = [
+        text for text, bad in (
+            ("wm and wn must divide bm and bn", p["bm"] % p["wm"] or p["bn"] % p["wn"]),
+            ("at most 1024 threads", threads > 1024),
+            ("the warp tile must hold whole 32-lane sub-tiles",
+             wmiter < 1 or p["wm"] % wmiter or p["wn"] % p["wniter"]
+             or (p["wm"] // max(wmiter, 1) // p["tm"]) * (p["wn"] // p["wniter"] // p["tn"]) != 32),
+            ("tm and tn must be multiples of 4", p["tm"] % 4 or p["tn"] % 4),
+            ("the tiles must split evenly over the threads",
+             (p["bm"] * p["bk"]) % threads or (p["bk"] * p["bn"]) % (4 * threads)),
+            ("at least 2 stages", p["stages"] < 2),
+            ("at most 48 KB of static shared memory", p["stages"] * p["bk"] * (p["bm"] + 4 + p["bn"]) * 4 > 48 * 1024),
+        ) if bad
+    ]
+    if problems:
+        raise KitError(f"matmul tiled parameters {p} are not a valid point: {'; '.join(problems)}")
+    return threads
+
+
+def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    if layout.get("entry") != "matmul_tiled":
+        return ()
+    return tuple(f"-DMM_{name.upper()}={int(layout[name])}" for name in TILED_PARAMETERS)
+
+
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     m, n, _ = shape
+    if layout.get("entry") == "matmul_tiled":
+        return Launch(grid=(-(-n // int(layout["bn"])), -(-m // int(layout["bm"]))), block=(tiled_threads(layout),))
     tile = int(layout["block_tile"])
     return Launch(grid=(-(-n // tile), -(-m // tile)), block=(16, 16))
 
@@ -68,6 +118,8 @@ SPEC = KernelSpec(
     layouts={
         "tile16": {"entry": "matmul_tile16", "block_tile": 16},
         "reg4x4": {"entry": "matmul_reg4x4", "block_tile": 64},
+        "tiled": {"entry": "matmul_tiled", "bm": 128, "bn": 128, "bk": 8, "wm": 64, "wn": 32, "tm": 8, "tn": 4,
+                  "wniter": 2, "stages": 3, "min_blocks": 2},
     },
     correctness_shapes=((1, 1, 1), (33, 65, 17), (64, 64, 64), (100, 36, 40), (1000, 1000, 1000)),
     # FP32 sums of K products err by at most about K * 6e-8 * sum|a b|: 6e-5 relative at K = 1000.
@@ -83,6 +135,21 @@ SPEC = KernelSpec(
             replace="acc[i][j] = av[i] * bv[j];",
             why="reg4x4 overwrites its accumulators instead of adding to them",
         ),
+        "tiled_k_tail": Mutation(
+            find="const int tiles = (K + MM_BK - 1) / MM_BK;",
+            replace="const int tiles = K / MM_BK;",
+            why="tiled drops the last partial bk step of the contraction",
+        ),
+        "tiled_overwrite": Mutation(
+            find="acc[m][n] += a_reg[m] * b_reg[n];",
+            replace="acc[m][n] = a_reg[m] * b_reg[n];",
+            why="tiled overwrites its accumulators instead of adding to them",
+        ),
+        "tiled_last_row": Mutation(
+            find="if (row >= M) continue;",
+            replace="if (row >= M - 1) continue;",
+            why="tiled never writes the last row of C",
+        ),
     },
     make_inputs=make_inputs,
     output_shape=lambda shape: (shape[0], shape[1]),
@@ -92,6 +159,7 @@ SPEC = KernelSpec(
     bytes_moved=lambda shape: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
     flops=lambda shape: 2 * shape[0] * shape[1] * shape[2],
     error_scale=error_scale,
+    layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "cupy.matmul (cuBLAS SGEMM)", cupy_call),
         "torch": Baseline("torch", "torch.matmul (cuBLAS, TF32 off)", torch_call),

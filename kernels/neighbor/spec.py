@@ -4,6 +4,14 @@ The graph is a fixed seeded random graph in CSR form, seeded by the node count a
 every pattern and every run of a shape sees the same graph. Degrees are uniform in
 0..2*AVERAGE_DEGREE: some nodes have no neighbours, and their all-zero output must still be
 written (the sentinel check fails an unwritten zero).
+
+Layouts: `gather` (the seed's: a thread per output element, each walking its node's edges)
+and `warp_vec` (kernel `neighbor_warp_vec`): a warp per node, its edge indices read once per
+32 edges in one coalesced load and broadcast by shuffles, each lane owning a 16-byte quad of
+features, so every gather of a neighbour row is one 512-byte contiguous read for 128
+features, with four rows in flight before they are added. The indices are read once per node
+instead of once per feature. Controls aimed at `warp_vec`: the fourth row of each unrolled
+group of four left out, the last edge of every 32-edge batch left out.
 """
 
 from __future__ import annotations
@@ -51,7 +59,10 @@ def error_scale(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     nodes, features = shape
-    return Launch(grid=(-(-nodes * features // THREADS),), block=(THREADS,))
+    threads = int(layout["threads"])
+    if layout.get("entry") == "neighbor_warp_vec":
+        return Launch(grid=(-(-nodes // (threads // 32)),), block=(threads,))
+    return Launch(grid=(-(-nodes * features // threads),), block=(threads,))
 
 
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
@@ -118,7 +129,7 @@ SPEC = KernelSpec(
     source="neighbor.cu",
     entry="neighbor_sum",
     dims=("nodes", "features"),
-    layouts={"gather": {"threads": THREADS}},
+    layouts={"gather": {"threads": THREADS}, "warp_vec": {"entry": "neighbor_warp_vec", "threads": THREADS}},
     correctness_shapes=((1, 1), (7, 3), (33, 5), (100, 64)),
     tolerance=Tolerance(abs=1e-6, rel=1e-5),
     mutations={
@@ -131,6 +142,16 @@ SPEC = KernelSpec(
             find="float sum = 0.0f;",
             replace="float sum = x[index];",
             why="each node's own features are added to its neighbours'",
+        ),
+        "warp_unrolled": Mutation(
+            find="plus(plus(a, b), plus(c, d))",
+            replace="plus(plus(a, b), c)",
+            why="warp_vec leaves out the fourth neighbour row of every unrolled group of four",
+        ),
+        "warp_batch_end": Mutation(
+            find="const int count = min(32, end - e0);",
+            replace="const int count = min(32, end - e0) - 1;",
+            why="warp_vec leaves out the last edge of every batch of 32 edge indices",
         ),
     },
     make_inputs=make_inputs,

@@ -149,10 +149,13 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None)
     """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
     from kernelkit import device
 
-    entries = {spec.entry_of(layout) for layout in layouts if not spec.is_baseline(layout)}
-    compiled = {entry: device.compile_kernel(spec, mutation, entry) for entry in sorted(entries)}
+    def build(layout: str) -> tuple[str, tuple[str, ...]]:
+        return spec.entry_of(layout), spec.compile_options_of(layout)
+
+    builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
+    compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
     return [
-        run_case(spec, None if spec.is_baseline(layout) else compiled[spec.entry_of(layout)], layout, shape, pattern)
+        run_case(spec, None if spec.is_baseline(layout) else compiled[build(layout)], layout, shape, pattern)
         for layout in layouts
         for shape in spec.correctness_shapes
         for pattern in spec.patterns
@@ -166,6 +169,12 @@ def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None
         "kernel": spec.name,
         "source_sha256": spec.source_sha256(mutation),
         "compile_options": list(spec.compile_options),
+        # Layouts whose parameters add options (tile sizes as -D...) were built with these.
+        "layout_compile_options": {
+            layout: list(spec.compile_options_of(layout))
+            for layout in dict.fromkeys(case.layout for case in cases)
+            if not spec.is_baseline(layout) and spec.compile_options_of(layout) != tuple(spec.compile_options)
+        },
         "tolerance": asdict(spec.tolerance),
         "cases": [asdict(case) for case in cases],
         "case_count": len(cases),

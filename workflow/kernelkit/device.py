@@ -38,19 +38,21 @@ class CompiledKernel:
     attributes: dict[str, int]
 
 
-def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | None = None) -> CompiledKernel:
+def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | None = None,
+                   options: tuple[str, ...] | None = None) -> CompiledKernel:
     """Compile one function (default: the spec's entry) of the spec's source with NVRTC,
-    applying a negative-control mutation if named."""
+    applying a negative-control mutation if named; `options` default to the spec's."""
     cp = cupy()
     source = spec.source_text(mutation)
-    function = cp.RawKernel(source, entry or spec.entry, options=tuple(spec.compile_options))
+    options = tuple(spec.compile_options) if options is None else tuple(options)
+    function = cp.RawKernel(source, entry or spec.entry, options=options)
     # Reading the attributes compiles and loads the kernel now, outside any timed interval.
     attributes = {
         name: int(value)
         for name, value in function.attributes.items()
         if isinstance(value, (int, np.integer))
     }
-    return CompiledKernel(function, spec.source_sha256(mutation), tuple(spec.compile_options), attributes)
+    return CompiledKernel(function, spec.source_sha256(mutation), options, attributes)
 
 
 def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -97,7 +99,8 @@ def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
 
     Called before taking the GPU lock, so that NVRTC (CPU work) runs while another job times.
     """
-    return None if spec.is_baseline(layout) else compile_kernel(spec, entry=spec.entry_of(layout))
+    return None if spec.is_baseline(layout) else compile_kernel(spec, entry=spec.entry_of(layout),
+                                                                options=spec.compile_options_of(layout))
 
 
 def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping[str, Any], out: Any,
@@ -118,7 +121,7 @@ def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping
                 "compile_options": [],
             },
         )
-    kernel = kernel or compile_kernel(spec, entry=spec.entry_of(layout))
+    kernel = kernel or compile_layout(spec, layout)
     launch_once, geometry = launcher(spec, kernel, spec.layout(layout), shape, buffers, out)
     return Implementation(
         launch_once,

@@ -96,6 +96,9 @@ class KernelSpec:
     timing_pattern: str = "normal"
     output_shape: Callable[[Shape], Shape] = lambda shape: shape
     compile_options: tuple[str, ...] = ("--std=c++17",)
+    # Extra options a layout's parameters ask for (e.g. `-DBM=128` for a tile size), so that
+    # one source serves every point of a parameter grid; appended to `compile_options`.
+    layout_options: Callable[[Mapping[str, Any]], tuple[str, ...]] = lambda layout: ()
     # For reductions, the size an FP32 rounding error scales with is the sum of the absolute
     # terms, not |reference| (which cancellation can make tiny); a spec that reduces returns
     # that sum here and the relative tolerance applies to it.
@@ -142,6 +145,10 @@ class KernelSpec:
     def entry_of(self, layout: str) -> str:
         """The kernel function a layout launches: its own `entry`, else the spec's."""
         return str(self.layout(layout).get("entry", self.entry))
+
+    def compile_options_of(self, layout: str) -> tuple[str, ...]:
+        """The NVRTC options a hand-written layout is built with: the spec's, then its own."""
+        return (*self.compile_options, *self.layout_options(self.layout(layout)))
 
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:
