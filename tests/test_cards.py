@@ -31,6 +31,8 @@ def default_works() -> list[cards.Work]:
 def test_discovery_takes_the_config_then_cuda_visible_devices_then_falls_back_to_one_card():
     assert cards.discover([1, 0], {"CUDA_VISIBLE_DEVICES": "3"}) == [0, 1]
     assert cards.discover("allocated", {}) is None
+    assert cards.discover(None, {"SLURM_JOB_ID": "85", "CUDA_VISIBLE_DEVICES": "0"}) is None
+    assert cards.discover([0, 1], {"SLURM_JOB_ID": "85"}) == [0, 1]
     assert cards.discover(None, {"CUDA_VISIBLE_DEVICES": "2, 5"}) == [2, 5]
     # This machine has no GPU driver: NVML cannot count, and the answer is one card, silently.
     assert cards.discover(None, {}) == [0]

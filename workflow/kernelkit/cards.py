@@ -28,6 +28,8 @@ def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[
     """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
 
     Order of precedence: config key `gpus`, then CUDA_VISIBLE_DEVICES, then NVML's device count.
+    Inside a SLURM job (SLURM_JOB_ID set) without `gpus`, the allocation's CUDA_VISIBLE_DEVICES
+    stands: there Snakemake runs the jobs of a submitted group, and the allocation chose the card.
     Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
     fail with the kit's one sentence about the missing GPU, as they do on one card.
     """
@@ -36,6 +38,8 @@ def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[
     if configured is not None:
         return sorted(set(int(index) for index in configured))
     environ = os.environ if environ is None else environ
+    if environ.get("SLURM_JOB_ID"):
+        return None
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip():
         entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
