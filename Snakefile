@@ -9,11 +9,20 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/guards.smk"
 include: "workflow/rules/environment.smk"
 include: "workflow/rules/correctness.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/diff.smk"
+
+
+onstart:
+    before_first_job()
+
+
+onerror:
+    after_failure()
 
 
 rule all:

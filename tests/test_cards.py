@@ -159,3 +159,22 @@ def test_layouts_timed_on_several_cards_are_flagged_in_report_and_hypotheses(two
 def test_report_of_a_committed_run_without_cards_has_no_cards_line():
     markdown = assemble.render_markdown(REPO / "results" / "h200-s5a")
     assert "Cards:" not in markdown and "compares cards" not in markdown
+
+
+def test_sweep_points_are_layouts_of_their_kernel_shape_and_count_in_its_work():
+    """A sweep point runs on its kernel/shape's card (the map is per kernel/shape), so its
+    processes must weigh on that card: without them a swept kernel would look as light as its
+    configured layouts and two swept kernels could land on one card."""
+    swept = yaml.safe_load((REPO / "config" / "sweep.yaml").read_text())
+    plain = json.loads(json.dumps(swept))
+    for entry in plain["kernels"].values():
+        entry.pop("sweeps", None)
+    loaded = {name: specs.load(name) for name in swept["kernels"]}
+    from kernelkit.config import kernel_layouts
+
+    for with_sweeps, without in zip(cards.expected_work(swept, loaded), cards.expected_work(plain, loaded)):
+        points = len(kernel_layouts(swept, with_sweeps.kernel)) - len(kernel_layouts(plain, without.kernel))
+        assert points > 0
+        per_layout = without.processes // len(kernel_layouts(plain, without.kernel))
+        assert with_sweeps.processes - without.processes == points * per_layout
+        assert with_sweeps.seconds > without.seconds

@@ -110,3 +110,47 @@ def test_two_processes_take_turns_on_the_gpu(tmp_path, monkeypatch):
     first, second = sorted((json.loads(r.communicate(timeout=120)[0]) for r in runs),
                            key=lambda w: w["acquired_unix_s"])
     assert second["acquired_unix_s"] >= first["released_unix_s"]
+
+
+def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, monkeypatch):
+    """The wiring: `kernelkit time` started twice at once holds the GPU one after the other, records
+    the lock it took (this GPU's UUID), its waits and wall time, and sees no foreign work from the
+    other kit process (which sat in the lock holding an idle context, or compiled on the CPU)."""
+    import json
+
+    from conftest import default_config
+
+    from kernelkit import spec as specs
+    from kernelkit.cli import main
+    from kernelkit.records import read_json, run_time
+    from kernelkit.timing import TimingSettings
+
+    _, nvml = nvml_here()
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path / "locks"))
+    correctness = tmp_path / "correctness.json"
+    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--output", str(correctness)]) == 0
+    controls = [str(tmp_path / f"{name}.json") for name in sorted(specs.load("rmsnorm").mutations)]
+    for name, output in zip(sorted(specs.load("rmsnorm").mutations), controls):
+        assert main(["control", "--kernel", "rmsnorm", "--control", name, "--layout", "t32", "--layout", "t256",
+                     "--output", output]) == 0
+    settings = TimingSettings.json_from_config(default_config())
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    outputs = [tmp_path / f"rep{n}.json" for n in (1, 2)]
+    jobs = [subprocess.Popen([sys.executable, "-m", "kernelkit", "time", "--kernel", "rmsnorm", "--shape", "4096x4096",
+                              "--layout", "t32", "--repeat", str(n), "--order-seed", "0", "--order-key", "0",
+                              "--cache", "warm", "--settings", settings, "--correctness", str(correctness),
+                              "--controls", *controls, "--output", str(output)], env=env)
+            for n, output in zip((1, 2), outputs)]
+    assert [job.wait(timeout=300) for job in jobs] == [0, 0]
+    records = [read_json(output) for output in outputs]
+    stretches = sorted((w["acquired_unix_s"], w["released_unix_s"]) for r in records for w in r["job"]["gpu_work"])
+    assert len(stretches) == 2 and stretches[0][1] <= stretches[1][0]
+    for record in records:
+        assert record["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
+        assert record["job"]["wall_s"] >= record["job"]["lock_waited_s"] + record["job"]["lock_held_s"]
+        assert record["idle_wait"] is None
+        if isinstance(record["foreign_work"]["processes"], list):
+            assert record["foreign_work"]["processes"] == [], json.dumps(record["foreign_work"])
+    assert read_json(correctness)["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
+    summary = run_time(records)
+    assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records)

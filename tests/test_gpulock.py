@@ -86,14 +86,14 @@ for _ in range(3):
     time.sleep(0.02)  # the CPU side of the job, outside the lock
     with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as work:
         clock.add(work)
-        time.sleep(0.05)
+        time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.05)
 print(json.dumps(clock.describe()))
 """
 
 
 def test_many_jobs_never_hold_the_gpu_at_once(lock_dir):
     env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
-    start = str(time.time() + 1.5)
+    start = str(time.time() + 4.0)  # late enough that all three have started, even on a loaded machine
     jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start], env=env, stdout=subprocess.PIPE, text=True)
             for _ in range(4)]
     records = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
@@ -103,6 +103,29 @@ def test_many_jobs_never_hold_the_gpu_at_once(lock_dir):
     # 12 holds of 50 ms in a row: together the jobs waited, and each job's wall time holds its own waits.
     assert sum(r["lock_waited_s"] for r in records) > 0.1
     assert all(r["wall_s"] >= r["lock_waited_s"] + r["lock_held_s"] for r in records)
+
+
+def test_run_time_is_first_start_to_last_end_with_every_jobs_lock_wait(lock_dir):
+    """records.run_time over the "job" fields real jobs wrote: three jobs that each hold the GPU
+    3 x 200 ms can finish no sooner than 1.8 s after the first began, and they wait for each other
+    (holds this long overlap even when a loaded machine starts the processes unevenly)."""
+    from kernelkit.records import run_time
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    start = str(time.time() + 4.0)  # late enough that all three have started, even on a loaded machine
+    jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start, "0.2"], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(3)]
+    clocks = [json.loads(job.communicate(timeout=60)[0]) for job in jobs]
+    summary = run_time([{"job": clock} for clock in clocks] + [{"kernel": "written before jobs were timed"}])
+    assert summary["jobs"] == 3 and summary["without_job_time"] == 1
+    assert summary["started_unix_s"] == min(c["started_unix_s"] for c in clocks)
+    assert summary["wall_s"] == max(c["ended_unix_s"] for c in clocks) - summary["started_unix_s"]
+    assert summary["wall_s"] >= 1.8  # nine holds of 200 ms, one after another
+    waits = sorted(c["lock_waited_s"] for c in clocks)
+    assert summary["lock_waited_s"] == {"total": sum(waits), "median": waits[1], "max": waits[2]}
+    assert waits[2] > 0, "jobs that reach the GPU together queue for it"
+    assert summary["lock_held_s_total"] == sum(c["lock_held_s"] for c in clocks) >= 1.8
+    assert run_time([{"kernel": "old"}]) == {"jobs": 0, "without_job_time": 1, "wall_s": None, "lock_waited_s": None}
 
 
 def test_a_killed_holder_releases_the_lock(lock_dir, tmp_path):
@@ -201,17 +224,31 @@ def test_gpu_key_prefers_the_uuid_and_falls_back_to_the_bus_id():
         gpulock.lock_name("..")
 
 
-def test_lock_options_become_settings_and_bad_values_are_one_sentence():
-    import argparse
+def test_lock_settings_come_from_each_gpu_stage_s_settings_param_without_the_directory(tmp_path, monkeypatch):
+    """The schema holds the defaults; every GPU stage's one settings param carries the lock keys
+    that can change a result, never the directory (moving the lock files must rerun nothing)."""
+    from conftest import default_config
 
-    parser = argparse.ArgumentParser()
-    gpulock.add_arguments(parser)
-    assert gpulock.settings_from_args(parser.parse_args([])) == gpulock.LockSettings()
-    chosen = gpulock.settings_from_args(parser.parse_args(["--lock-dir", "/x", "--wait-for-idle", "--idle-timeout-s", "5"]))
-    assert chosen == gpulock.LockSettings(dir="/x", wait_for_idle=True, idle_timeout_s=5.0)
-    assert not gpulock.settings_from_args(parser.parse_args(["--no-gpu-lock"])).enabled
-    with pytest.raises(KitError, match="--idle-timeout-s must be"):
-        gpulock.settings_from_args(parser.parse_args(["--idle-timeout-s", "0"]))
-    with pytest.raises(KitError, match="--idle-poll-s must be"):
-        gpulock.settings_from_args(parser.parse_args(["--idle-poll-s", "60"]))
+    from kernelkit import config
+    from kernelkit.ceilings import CeilingSettings
+    from kernelkit.checks import CheckSettings
+    from kernelkit.span import SpanSettings
+    from kernelkit.timing import TimingSettings
+
+    defaults = config.schema()["properties"]["gpu_lock"]["properties"]
+    assert gpulock.LockSettings() == gpulock.LockSettings(**{key: entry["default"] for key, entry in defaults.items()})
+    base = default_config()
+    moved = config.validate({**base, "gpu_lock": {"dir": str(tmp_path), "wait_for_idle": True, "idle_timeout_s": 5}})
+    for stage in (TimingSettings, SpanSettings, CeilingSettings, CheckSettings):
+        assert stage.json_from_config(base) == stage.json_from_config({**base, "gpu_lock": {**moved["gpu_lock"],
+                                                                                            "wait_for_idle": False,
+                                                                                            "idle_timeout_s": 60.0}})
+        lock = stage.from_json(stage.json_from_config(moved)).lock
+        assert lock == gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5)
+        assert lock.with_dir("/x").dir == "/x" and lock.with_dir(None) == lock
+    with pytest.raises(KitError, match="'gpu_lock.idle_poll_s' must be a number of seconds from 0.01 to 5"):
+        CheckSettings.from_json('{"gpu_lock": {"idle_poll_s": 60}}')
+    with pytest.raises(KitError, match="'gpu_lock.dir' is not known"):
+        CheckSettings.from_json('{"gpu_lock": {"dir": "/x"}}')
     assert gpulock.LockSettings.from_config({"dir": "/y", "enabled": False}) == gpulock.LockSettings(False, "/y")
+    assert gpulock.LockSettings.from_config({"dir": "/y"}, lock_dir="/z").dir == "/z"

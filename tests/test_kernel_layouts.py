@@ -7,7 +7,10 @@ vec is the one their emulations (kernels/rmsnorm/emulation.py) use.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from conftest import default_config
 
 from kernelkit import KitError
 from kernelkit import spec as specs
@@ -28,11 +31,44 @@ def test_triangle_batched_thread_tiles_and_staging_cover_the_block_tile_once():
     assert staged == {(row, k, q) for row in range(32) for k in range(8) for q in range(4)}
 
 
+def sweep_points(kernel: str, layout: str) -> list[dict]:
+    """Every point of the grid the spec declares for `layout` (the product of its values)."""
+    grid = specs.load(kernel).sweeps.get(layout, {})
+    return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+
+
+SWEPT = [(kernel, layout) for kernel in specs.available() for layout in specs.load(kernel).sweeps]
+
+
+def test_matmul_and_rmsnorm_declare_sweeps_over_existing_layouts():
+    assert {("matmul", "tiled"), ("rmsnorm", "vec")} <= set(SWEPT)
+    for kernel, layout in SWEPT:
+        spec = specs.load(kernel)
+        assert layout in spec.layouts and set(spec.sweeps[layout]) <= set(spec.layouts[layout])
+        assert 4 <= len(sweep_points(kernel, layout)) <= 24
+
+
+@pytest.mark.parametrize("kernel, layout", SWEPT)
+def test_every_sweep_point_launches_at_every_default_and_correctness_shape(kernel, layout):
+    """A point the GPU would refuse at a shape the run times is a hole in the sweep: each point
+    must pass the spec's own checks (launch) at every such shape; and no two points may be the
+    same build with the same launches, or the sweep times one kernel twice under two names."""
+    spec = specs.load(kernel)
+    shapes = sorted({spec.parse_shape(text) for text in default_config()["kernels"][kernel]["shapes"]})
+    signatures = set()
+    for point in sweep_points(kernel, layout):
+        parameters = {**spec.layout(layout), **point}
+        launches = tuple(spec.launch(parameters, shape) for shape in (*spec.correctness_shapes, *shapes))
+        signatures.add((spec.layout_options(parameters), launches))
+    assert len(signatures) == len(sweep_points(kernel, layout))
+
+
 TILED_POINTS = [
     {},  # the spec's default point
     {"bm": 64, "bn": 128, "bk": 16, "wm": 32, "wn": 64, "tm": 4, "tn": 8, "wniter": 2, "stages": 2},
     {"bm": 128, "bn": 64, "bk": 16, "wm": 64, "wn": 32, "tm": 8, "tn": 4, "wniter": 1, "stages": 2},
     {"bm": 64, "bn": 64, "bk": 8, "wm": 32, "wn": 32, "tm": 4, "tn": 4, "wniter": 1, "stages": 4},
+    *sweep_points("matmul", "tiled"),
 ]
 
 

@@ -27,7 +27,7 @@ sys.meta_path.insert(0, Recorder())
 
 import numpy as np
 from kernelkit import (ceilings, checks, cli, device, environment, foreign, gpulock, inputs, library, sampler,
-                       spec, stats, timing)
+                       span, spec, stats, timing, tools)
 
 for name in spec.available():
     kernel = spec.load(name)

@@ -88,14 +88,17 @@ def test_an_all_zero_output_fails_the_normal_cases(spec):
 def test_float32_emulation_passes_and_every_emulated_control_is_caught(spec):
     """Each folder's emulation.py: its kernel passes every case, each control fails at least one."""
     emulate = specs.load_emulation(spec)
-    caught = {control: 0 for control in spec.mutations}
+    # A race cannot happen in the emulation, which runs in order: such controls say so, and the GPU
+    # suite shows them caught (by determinism or racecheck); every other control is emulated.
+    emulated = {name: mutation for name, mutation in spec.mutations.items() if not mutation.needs_gpu_to_show}
+    caught = {control: 0 for control in emulated}
     for shape in spec.correctness_shapes:
         for pattern in spec.patterns:
             inputs, ref, scale = case(spec, shape, pattern)
             for layout in spec.layouts:
                 verdict = check_case(padded_output(*emulate(inputs, layout)), ref, spec.tolerance, scale=scale)
                 assert verdict["passed"], (shape, pattern, layout, verdict)
-                for control in spec.mutations:
+                for control in emulated:
                     mutated = padded_output(*emulate(inputs, layout, control))
                     caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
     assert all(count > 0 for count in caught.values()), caught

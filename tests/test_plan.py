@@ -53,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 30, "span": 7,
-        "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 261,
+        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 31, "span": 7,
+        "sanitize": 15, "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 277,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -65,11 +65,11 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     first = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:(?!(?:local)?rule ).*\n)*?\s+priority: (\d+)", done.stdout, re.M))
     first = {rule: int(priority) for rule, priority in first.items()}
     assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
-    # Every check (correctness, negative control) outranks every timed target, so all checks run
-    # first and the timed targets then follow the shuffled plan across kernels.
-    checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
+    # Every check (correctness, negative control, sanitizer) outranks every timed target, so all checks
+    # run first and the timed targets then follow the shuffled plan across kernels.
+    checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control|sanitize):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
                                                   done.stdout, re.M)]
-    assert len(checks) == 34 + 30 and min(checks) > max(int(j[4]) for j in jobs)
+    assert len(checks) == 34 + 31 + 15 and min(checks) > max(int(j[4]) for j in jobs)
     # Spans of a repeat come after its timed targets and before the next repeat's.
     # (A job block without a priority line has priority 0.)
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
@@ -86,7 +86,16 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
                      "-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
-    assert job_counts(done.stdout) == {"correctness": 5, "negative_control": 5, "timing": 1, "total": 11}
+    # The layout's sanitizer record gates its timing like the checks do.
+    assert job_counts(done.stdout) == {"correctness": 5, "negative_control": 6, "sanitize": 1, "timing": 1, "total": 13}
+
+
+def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):
+    (tmp_path / "off.yaml").write_text("sanitize: false\n")
+    done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json", "-n", "--cores", "1",
+                     "--configfile", str(tmp_path / "off.yaml"), "--config", "run=pytest-dry-run")
+    assert done.returncode == 0, done.stderr
+    assert job_counts(done.stdout) == {"correctness": 5, "negative_control": 6, "timing": 1, "total": 12}
 
 
 @pytest.mark.parametrize(
@@ -95,7 +104,7 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
         ("results/pytest-dry-run/timing/rmsnorm/999x128/t32/rep1.json", "shape '999x128' is not configured"),
         ("results/pytest-dry-run/timing/rmsnorm/512x128/t64/rep1.json", "layout 't64' is not configured"),
         ("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep3.json", "beyond config key 'timing.repeats'"),
-        ("results/pytest-dry-run/controls/rmsnorm/sign.json", "allowed: epsilon, tail"),
+        ("results/pytest-dry-run/controls/rmsnorm/sign.json", "allowed: epsilon, tail, barrier"),
         ("results/pytest-dry-run/timing/rmsnorm/512by128/t32/rep1.json", "shape '512by128' of kernel 'rmsnorm' is malformed"),
         ("results/pytest-dry-run/timing/rmsnorm/0x128/t32/rep1.json", "shape '0x128' of kernel 'rmsnorm' is malformed"),
         ("results/pytest-dry-run/timing/rmsnorm/4x8x2/t32/rep1.json", "it needs 2 (ROWSxCOLS)"),
@@ -134,3 +143,20 @@ def test_h200_full_followed_the_plan_within_each_kernel_but_ran_kernels_one_afte
         assert [k for k in executed if k[0] == kernel] == [k for k in plan if k[0] == kernel]
     kernels_in_order = [k[0] for k in executed]
     assert sum(a != b for a, b in zip(kernels_in_order, kernels_in_order[1:])) == len(config["kernels"]) - 1
+
+
+def test_default_profile_runs_jobs_in_parallel_and_leaves_gpu_turns_to_the_lock():
+    """No global gpu limit serialises GPU jobs any more (the per-GPU lock does, only while the GPU
+    works); every GPU rule still asks for gpu=1, which the SLURM profile turns into --gpus=1."""
+    import yaml
+
+    profile = yaml.safe_load((REPO / "workflow" / "profiles" / "default" / "config.yaml").read_text())
+    assert profile["cores"] == "all" and "gpu" not in profile.get("resources", {})
+    assert profile["scheduler"] == "greedy"
+    gpu_rules = {"environment", "ceiling", "correctness", "negative_control", "sanitize", "timing", "span", "profile"}
+    declared = set()
+    for path in (REPO / "workflow" / "rules").glob("*.smk"):
+        for rule, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)+)", path.read_text(), re.MULTILINE):
+            if re.search(r"^    resources:\n        gpu=1,", body, re.MULTILINE):
+                declared.add(rule)
+    assert declared == gpu_rules

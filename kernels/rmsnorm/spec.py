@@ -128,6 +128,13 @@ SPEC = KernelSpec(
             replace="c < cols - 1; c += blockDim.x) {\n        y_row[c]",
             why="the final column of every row is never written",
         ),
+        "barrier": Mutation(
+            find="partial[threadIdx.x + stride];\n        __syncthreads();",
+            replace="partial[threadIdx.x + stride];",
+            why="the barrier inside the tree reduction is removed: a step reads partial sums the previous one "
+                "may not have written yet (a race, which often still gives the right answer)",
+            needs_gpu_to_show="a race needs concurrent threads; the float32 emulation runs the reduction in order",
+        ),
         "vec_tail": Mutation(
             find="const int tail = cols - head - 4 * quads;",
             replace="const int tail = vector ? 0 : cols - head - 4 * quads;",
@@ -151,6 +158,9 @@ SPEC = KernelSpec(
     bytes_moved=bytes_moved,
     flops=flops,
     layout_options=layout_options,
+    # Quads a thread holds (8 or 16: fewer threads per row and more bytes in flight each, both
+    # spill-free under the 512-thread bound) and rows per block where a row fits one warp.
+    sweeps={"vec": {"vec": [8, 16], "rows_per_block": [1, 2, 4, 8]}},
     baselines={
         "torch": Baseline("torch", "torch.nn.functional.rms_norm", torch_call),
         "triton": Baseline("triton", "triton_rmsnorm.py: a program per row, the row in registers, one read of x",

@@ -92,7 +92,7 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
     A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
     bytes_moved and flops); calls per timing process are the warm-up plus samples x launches.
     """
-    from kernelkit.config import caches, span_kernels, span_repeats
+    from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
 
     timing = config["timing"]
     cache_views = len(caches(dict(config)))
@@ -103,7 +103,8 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
     works = []
     for kernel, entry in config["kernels"].items():
         spec = specs[kernel]
-        layouts = len(entry["layouts"])
+        # Sweep points are layouts of their kernel/shape: they run on its card and count in its work.
+        layouts = len(kernel_layouts(config, kernel))
         for shape in entry["shapes"]:
             parsed = spec.parse_shape(shape)
             per_call = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S

@@ -16,6 +16,8 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from kernelkit import KitError
 from kernelkit import config as kit_config
+from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.gpulock import add_arguments as add_lock_argument
 
 KINDS = ("copy", "l2", "gemm", "floor")
 EMPTY_KERNEL = 'extern "C" __global__ void kernelkit_empty() {}'
@@ -70,17 +72,18 @@ class CeilingSettings(kit_config.StageSettings):
     # sample counts differ); their sizes come from the config's `ceilings` section.
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {
         "timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
-        "ceilings": ("copy_bytes", "gemm_n")}
+        "ceilings": ("copy_bytes", "gemm_n"), "gpu_lock": LOCK_KEYS}
     method: Any  # timing.GraphReplayMethod
     copy_bytes: int
     gemm_n: int
+    lock: LockSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "CeilingSettings":
         from kernelkit.timing import GraphReplayMethod
 
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["ceilings"]["copy_bytes"],
-                   config["ceilings"]["gemm_n"])
+                   config["ceilings"]["gemm_n"], LockSettings.from_config(config["gpu_lock"]))
 
 
 # Two timings of the same work agree within the diff threshold (2%); so must a kernel and its ceiling.
@@ -98,13 +101,34 @@ def _fastest(variants: dict[str, Callable[[], Any]], method: Any) -> tuple[str, 
     return min(measured, key=lambda name: median(measured[name]["samples_us"])), measured
 
 
-def _copy_variants(copy_bytes: int) -> tuple[dict[str, Callable[[], Any]], int]:
+def compile_kernels(kind: str) -> Any:
+    """The kind's kernels compiled and loaded (reading their attributes does both), and torch
+    imported for the GEMM: CPU work done before the GPU lock is taken."""
+    import cupy as cp
+
+    from kernelkit import library
+
+    if kind == "copy":
+        module = cp.RawModule(code=COPY_KERNEL)
+        for suffix in ("", "_one", "_four"):
+            module.get_function(f"kernelkit_copy{suffix}").attributes
+        return module
+    if kind == "floor":
+        kernel = cp.RawKernel(EMPTY_KERNEL, "kernelkit_empty")
+        kernel.attributes
+        return kernel
+    if kind == "gemm" and library.missing_reason("torch") is None:
+        import torch  # noqa: F401 - seconds of import, outside the lock
+    return None
+
+
+def _copy_variants(copy_bytes: int, module: Any = None) -> tuple[dict[str, Callable[[], Any]], int]:
     import cupy as cp
 
     source = cp.ones(copy_bytes // 16 * 4, dtype=cp.float32)
     target = cp.empty_like(source)
     quads = source.size // 4
-    module = cp.RawModule(code=COPY_KERNEL)
+    module = module or cp.RawModule(code=COPY_KERNEL)
     grid_stride, one, four = (module.get_function(f"kernelkit_copy{suffix}") for suffix in ("", "_one", "_four"))
     resident_blocks = 8 * cp.cuda.Device().attributes["MultiProcessorCount"]
     arguments = (source, target, cp.int64(quads))
@@ -134,8 +158,9 @@ def _gemm_variants(n: int) -> dict[str, Callable[[], Any]]:
     return variants
 
 
-def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int) -> dict[str, Any]:
-    """Samples and rate of one ceiling (copy, gemm: the fastest of several ways) or of the harness floor."""
+def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int, compiled: Any = None) -> dict[str, Any]:
+    """Samples and rate of one ceiling (copy, gemm: the fastest of several ways) or of the harness floor;
+    `compiled`: what compile_kernels(kind) returned, else it compiles here."""
     import cupy as cp
 
     from kernelkit import timing
@@ -145,7 +170,7 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int) -> dict[str, A
             # The L2 ceiling copies a quarter of the L2 into another quarter: both buffers stay
             # resident between launches, so it bounds kernels whose working set fits in the L2.
             size = cp.cuda.Device().attributes["L2CacheSize"] // 4 if kind == "l2" else copy_bytes
-            variants, moved = _copy_variants(size)
+            variants, moved = _copy_variants(size, compiled)
             where = "both buffers resident in the L2" if kind == "l2" else "from and to DRAM"
             work = {"bytes": moved, "what": f"device-to-device copy of {moved // 2} bytes ({where}), bytes counted "
                                             f"read + written; the fastest of {', '.join(variants)}"}
@@ -158,7 +183,7 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int) -> dict[str, A
                 "method": method.describe(), "method_used": measured[best]["method_used"]}
     if kind != "floor":
         raise ValueError(f"ceiling '{kind}' is not defined; allowed: {', '.join(KINDS)}")
-    kernel = cp.RawKernel(EMPTY_KERNEL, "kernelkit_empty")
+    kernel = compiled or cp.RawKernel(EMPTY_KERNEL, "kernelkit_empty")
     samples, used, _ = timing.kernel_time_samples(lambda: kernel((1,), (1,), ()), method)
     return {"kind": kind, "what": "an empty kernel, one thread, through the same timing method as every target",
             "samples_us": samples, "method": method.describe(), "method_used": used}
@@ -210,21 +235,27 @@ def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) ->
 
 
 def cmd_ceiling(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment
+    from kernelkit import device, environment, gpulock
     from kernelkit.records import write_record
 
+    clock = gpulock.JobClock()
     settings = CeilingSettings.from_json(args.settings)
     if args.kind not in KINDS:
         raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(KINDS)}")
     cp = device.cupy()
-    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
-    before = nvml.snapshot()
-    record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n)
-    after = nvml.snapshot()
+    bus_id = cp.cuda.Device().pci_bus_id
+    nvml = environment.Nvml(bus_id)
+    compiled = compile_kernels(args.kind)
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+        before = nvml.snapshot()
+        record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)
+        after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
     write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
-                               "sizes": sizes, "nvml_before": before, "nvml_after": after})
+                               "sizes": sizes, "nvml_before": before, "nvml_after": after,
+                               "busy_before_pct": gpu.busy_before_pct, "idle_wait": gpu.idle_wait,
+                               "job": clock.describe()})
     print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rates({args.kind: record}).items()))
     return 0
 
@@ -234,4 +265,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kind", required=True, help=f"which one: {', '.join(KINDS)}")
     p.add_argument("--output", required=True, help="where to write the ceiling record (JSON)")
     kit_config.add_settings_argument(p, CeilingSettings.SECTIONS)
+    add_lock_argument(p)
     p.set_defaults(func=cmd_ceiling)

@@ -4,26 +4,39 @@ negative controls (mutated sources the checks must catch). Nothing is timed with
 Each case fills the output, and guard regions on both sides of it, with a sentinel NaN
 whose bit pattern no arithmetic produces, launches once, and then demands that every
 output element was overwritten with a finite value within tolerance and that no guard
-element changed. The check itself (`check_case`) is plain NumPy so it is tested on the CPU.
+element changed. The check itself (kernelkit.output_check) is plain NumPy so it is tested on the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from kernelkit import KitError, spec as specs
+from kernelkit import KitError, determinism, spec as specs
+from kernelkit import config as kit_config
+from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.inputs import rng_for
+from kernelkit.output_check import GUARD_ELEMENTS, SENTINEL_BITS, check_case
 from kernelkit.records import read_record, write_record
-from kernelkit.spec import KernelSpec, Shape, Tolerance, shape_name
+from kernelkit.spec import KernelSpec, Shape, shape_name
 
-# A signalling NaN with a recognisable payload: kernels produce quiet NaNs (0x7fc00000 and
-# up) or finite values, never these bits, so "still the sentinel" means "never written".
-SENTINEL_BITS = np.uint32(0x7FA5A5A5)
-GUARD_ELEMENTS = 1024
+@dataclass(frozen=True)
+class CheckSettings(kit_config.StageSettings):
+    """The config's `checks` section (identical launches per correctness case) and how the
+    correctness and control runs hold the GPU (`gpu_lock`, less its directory)."""
+
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"checks": ("determinism_runs",), "gpu_lock": LOCK_KEYS}
+    determinism_runs: int
+    lock: LockSettings
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "CheckSettings":
+        return cls(int(config["checks"]["determinism_runs"]), LockSettings.from_config(config["gpu_lock"]))
 
 
 @dataclass
@@ -42,124 +55,123 @@ class CaseResult:
     nonfinite: int
     sentinel_left: int
     guard_overwritten: int
+    # Determinism: identical launches on fresh buffers, elements whose bits differed among them,
+    # and the spec's reason where the layout is declared nondeterministic ("" otherwise).
+    deterministic: bool = True
+    launches: int = 1
+    differing_elements: int = 0
+    nondeterministic_reason: str = ""
 
 
-def check_case(
-    bits: np.ndarray,
-    reference: np.ndarray,
-    tolerance: Tolerance,
-    guard: int = GUARD_ELEMENTS,
-    scale: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """Judge one launch from the raw uint32 bits of [guard | output | guard].
+@dataclass
+class PreparedCase:
+    """One correctness case's CPU side, made before the GPU lock is taken: the host inputs and
+    their float64 reference. Uploading copies the bits as they are (any dtype), so the reference
+    of the host arrays is the reference of what sits on the device."""
 
-    An element passes when |out - ref| <= abs + rel * scale, where scale is |ref| unless the
-    spec gives the magnitude its rounding error grows with (see KernelSpec.error_scale).
-    """
-    bits = np.asarray(bits, dtype=np.uint32)
-    body_bits = bits[guard : bits.size - guard]
-    guard_bits = np.concatenate([bits[:guard], bits[bits.size - guard :]])
-    reference = np.asarray(reference, dtype=np.float64).reshape(-1)
-    if body_bits.size != reference.size:
-        raise ValueError(f"output holds {body_bits.size} elements, the reference {reference.size}")
-    with np.errstate(invalid="ignore"):  # widening the signalling-NaN sentinel raises "invalid"
-        out = body_bits.view(np.float32).astype(np.float64)
-
-    sentinel = body_bits == SENTINEL_BITS
-    finite = np.isfinite(out)
-    abs_error = np.where(finite, np.abs(out - reference), np.inf)
-    magnitude = np.abs(reference) if scale is None else np.asarray(scale, dtype=np.float64).reshape(-1)
-    allowed = tolerance.abs + tolerance.rel * magnitude
-    bad = ~(abs_error <= allowed)
-    nonzero_reference = finite & (reference != 0)
-    rel_error = np.divide(abs_error, np.abs(reference), out=np.zeros_like(abs_error), where=nonzero_reference)
-
-    counts = {
-        "guard_overwritten": int(np.count_nonzero(guard_bits != SENTINEL_BITS)),
-        "sentinel_left": int(np.count_nonzero(sentinel)),
-        "nonfinite": int(np.count_nonzero(~finite & ~sentinel)),
-        "out_of_tolerance": int(np.count_nonzero(bad)),
-    }
-    finite_errors = abs_error[finite]
-    # Worst = furthest beyond its own allowance; unwritten and non-finite elements rank first.
-    worst = int(np.argmax(abs_error / allowed)) if abs_error.size else 0
-    symptom = _symptom(counts, out, sentinel)
-    return {
-        "passed": symptom == "none",
-        "symptom": symptom,
-        "max_abs_error": float(finite_errors.max()) if finite_errors.size else 0.0,
-        "max_rel_error": float(rel_error.max()) if rel_error.size else 0.0,
-        "worst_flat_index": worst,
-        "elements": int(reference.size),
-        **counts,
-    }
+    layout: str
+    shape: Shape
+    pattern: str
+    host_inputs: dict[str, np.ndarray]
+    reference: np.ndarray
+    scale: np.ndarray | None
 
 
-def _symptom(counts: Mapping[str, int], out: np.ndarray, sentinel: np.ndarray) -> str:
-    """The first thing a reader should hear about a failing case."""
-    if counts["guard_overwritten"]:
-        return f"{counts['guard_overwritten']} guard elements overwritten"
-    if counts["sentinel_left"]:
-        return f"sentinel left in {counts['sentinel_left']} output elements"
-    if counts["nonfinite"]:
-        nan = int(np.count_nonzero(np.isnan(out) & ~sentinel))
-        return f"NaN in {nan} and Inf in {counts['nonfinite'] - nan} output elements"
-    if counts["out_of_tolerance"]:
-        return f"error above tolerance in {counts['out_of_tolerance']} output elements"
-    return "none"
+def prepare_case(spec: KernelSpec, layout_name: str, shape: Shape, pattern: str) -> PreparedCase:
+    host_inputs = spec.make_inputs(shape, pattern, rng_for(spec.name, shape_name(shape), pattern))
+    return PreparedCase(layout_name, shape, pattern, host_inputs, spec.reference(host_inputs),
+                        spec.error_scale(host_inputs) if spec.error_scale else None)
 
 
-def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str) -> CaseResult:
-    """One launch (or one library call, whose result is copied in) on the GPU, judged by `check_case`."""
+def launch_case(spec: KernelSpec, kernel: Any, case: PreparedCase, runs: int = 1) -> list[np.ndarray]:
+    """The GPU side of one case: upload, then `runs` times a sentinel fill, one launch or library
+    call (whose result is copied in) and a download: the raw bits of [guard | output | guard] of
+    each launch, for `judge_case`."""
     from kernelkit import device
 
     cp = device.cupy()
-    host_inputs = spec.make_inputs(shape, pattern, rng_for(spec.name, shape_name(shape), pattern))
-    buffers = device.upload(host_inputs)
-    # The reference starts from the exact FP32 values that sit on the device.
-    on_device = {name: device.download(array) for name, array in buffers.items()}
-    reference = spec.reference(on_device)
-    out_shape = spec.output_shape(shape)
+    buffers = device.upload(case.host_inputs)
+    out_shape = spec.output_shape(case.shape)
     elements = int(np.prod(out_shape))
-
     padded = cp.empty(GUARD_ELEMENTS + elements + GUARD_ELEMENTS, dtype=cp.uint32)
-    padded.fill(int(SENTINEL_BITS))
     out = padded[GUARD_ELEMENTS : GUARD_ELEMENTS + elements].view(cp.float32).reshape(out_shape)
-    if spec.is_baseline(layout_name):
+    if spec.is_baseline(case.layout):
         from kernelkit import library
 
-        result = library.as_cupy(spec.baselines[layout_name].make_call(buffers, shape)())
-        # A result of another shape or type is not copied: its case then fails as unwritten.
-        if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
-            out[...] = result
+        call = spec.baselines[case.layout].make_call(buffers, case.shape)
+
+        def launch_once() -> None:
+            result = library.as_cupy(call())
+            # A result of another shape or type is not copied: its case then fails as unwritten.
+            if result.dtype == cp.float32 and tuple(result.shape) == tuple(out_shape):
+                out[...] = result
     else:
-        launch_once, _ = device.launcher(spec, kernel, spec.layout(layout_name), shape, buffers, out)
+        launch_once, _ = device.launcher(spec, kernel, spec.layout(case.layout), case.shape, buffers, out)
+
+    launches = []
+    for _ in range(max(1, runs)):
+        padded.fill(int(SENTINEL_BITS))
         launch_once()
-    cp.cuda.Device().synchronize()
-
-    scale = spec.error_scale(on_device) if spec.error_scale else None
-    verdict = check_case(device.download(padded), reference, spec.tolerance, scale=scale)
-    worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), out_shape)]
-    return CaseResult(
-        kernel=spec.name, layout=layout_name, shape=shape_name(shape), pattern=pattern, worst_index=worst_index, **verdict
-    )
+        cp.cuda.Device().synchronize()
+        launches.append(device.download(padded))
+    return launches
 
 
-def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None) -> list[CaseResult]:
-    """Every correctness shape x pattern for each layout, with the (possibly mutated) source."""
-    from kernelkit import device
+def judge_case(spec: KernelSpec, case: PreparedCase, launches: Sequence[np.ndarray]) -> CaseResult:
+    """The first launch judged by `check_case`; all launches must agree bit for bit (see
+    kernelkit.determinism) unless the spec declares the layout nondeterministic."""
+    verdict = check_case(launches[0], case.reference, spec.tolerance, scale=case.scale)
+    verdict = determinism.judge(verdict, determinism.compare_launches(launches), spec.nondeterministic.get(case.layout))
+    worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), spec.output_shape(case.shape))]
+    return CaseResult(kernel=spec.name, layout=case.layout, shape=shape_name(case.shape), pattern=case.pattern,
+                      worst_index=worst_index, **verdict)
+
+
+def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str, runs: int = 1) -> CaseResult:
+    """One case, unlocked: for callers that already hold the GPU."""
+    case = prepare_case(spec, layout_name, shape, pattern)
+    return judge_case(spec, case, launch_case(spec, kernel, case, runs))
+
+
+def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
+              cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
+              clock: Any = None) -> list[CaseResult]:
+    """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
+    mutated) source, each case launched `runs` times.
+
+    Compilation (per entry and compile options), inputs and references first; then every launch
+    in one stretch holding the GPU lock (`lock`: gpulock.LockSettings, default the schema's;
+    `clock` adds the stretch to a job's clock); then the judgement of the downloaded bits.
+    """
+    from kernelkit import device, environment, gpulock, library
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
 
     builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
     compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
-    return [
-        run_case(spec, None if spec.is_baseline(layout) else compiled[build(layout)], layout, shape, pattern)
-        for layout in layouts
-        for shape in spec.correctness_shapes
-        for pattern in spec.patterns
-    ]
+    for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
+        library.preload(package)
+    prepared = [prepare_case(spec, layout, shape, pattern) for layout in layouts
+                for shape, pattern in (cases if cases is not None else correctness_cases(spec))]
+    if not prepared:
+        return []
+    bus_id = device.cupy().cuda.Device().pci_bus_id
+    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
+                               clock or gpulock.JobClock()):
+        launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
+                                case, runs) for case in prepared]
+    return [judge_case(spec, case, case_launches) for case, case_launches in zip(prepared, launches)]
+
+
+def correctness_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
+    return [(shape, pattern) for shape in spec.correctness_shapes for pattern in spec.patterns]
+
+
+def sanitizer_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
+    """The few cases compute-sanitizer runs (see KernelSpec.sanitizer_shapes_used): the values a
+    pattern gives change no code path of these kernels, so one pattern, `normal`."""
+    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
 def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None = None) -> dict[str, Any]:
@@ -205,23 +217,40 @@ def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
     return skipped
 
 
+def _settings_lock_and_clock(args: argparse.Namespace) -> tuple[CheckSettings, LockSettings, Any]:
+    """The stage's settings, its lock settings with --lock-dir applied, and a fresh job clock."""
+    from kernelkit import gpulock
+
+    settings = CheckSettings.from_json(args.settings)
+    return settings, settings.lock.with_dir(args.lock_dir), gpulock.JobClock()
+
+
 def cmd_correctness(args: argparse.Namespace) -> int:
+    settings, lock, clock = _settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
     layouts = args.layout or list(spec.all_layouts)
     for layout in layouts:
         spec.layout(layout)
+    if args.control is not None:
+        spec.mutation(args.control)
+        if any(spec.is_baseline(layout) for layout in layouts) or args.output:
+            raise KitError("--control builds hand-written layouts with a mutation and writes nothing; "
+                           "name hand-written layouts with --layout and leave out --output")
     skipped = _skipped_baselines(spec, layouts)
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
     layouts = [layout for layout in layouts if layout not in skipped]
-    cases = run_suite(spec, layouts) if layouts else []
+    chosen = sanitizer_cases(spec) if args.sanitizer_cases else None
+    cases = (run_suite(spec, layouts, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock)
+             if layouts else [])
     _print_cases(cases)
-    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None}
+    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None,
+              "determinism_runs": settings.determinism_runs}
     failed = record["failed_count"]
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:
-        write_record(args.output, {**record, **_card(), "passed": bool(layouts)})
+        write_record(args.output, {**record, **_card(), "passed": bool(layouts), "job": clock.describe()})
     if layouts:
         print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
     return 0
@@ -233,22 +262,52 @@ def _card() -> dict[str, Any]:
     return device.card()
 
 
+def catching_check(case: Mapping[str, Any]) -> str:
+    """Which check a failing case failed: determinism when only the repeated launches disagreed."""
+    return "determinism" if case["symptom"] == determinism.DIFFER_SYMPTOM else "correctness"
+
+
 def cmd_control(args: argparse.Namespace) -> int:
+    from kernelkit import tools
+
+    settings, lock, clock = _settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
     mutation = spec.mutation(args.control)
     for layout in args.layout:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
-    cases = run_suite(spec, args.layout, args.control)
+    cases = run_suite(spec, args.layout, args.control, settings.determinism_runs, lock=lock, clock=clock)
     _print_cases(cases)
     record = suite_record(spec, cases, args.control)
     caught = [case for case in record["cases"] if not case["passed"]]
-    if not caught:
+    by_layout: dict[str, str | None] = {layout: None for layout in args.layout}
+    for case in reversed(caught):
+        by_layout[case["layout"]] = catching_check(case)
+    # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
+    # for a control that declares a bug only threads show (every layout must show it), or when no
+    # layout caught it at all (a control aimed at one layout need not fail in the others).
+    # It runs a child `kernelkit correctness` process that takes the GPU lock itself: this process
+    # must not hold the lock here, or the child waits on its parent (see kernelkit.gpulock).
+    look = bool(mutation.needs_gpu_to_show) or not caught
+    racecheck = {layout: tools.racecheck_control(spec.name, layout, args.control, lock_dir=args.lock_dir)
+                 for layout, check in by_layout.items() if check is None and look}
+    for layout, result in racecheck.items():
+        if result.get("hazards"):
+            by_layout[layout] = "racecheck"
+    if not any(by_layout.values()):
+        unchecked = "; ".join(f"racecheck {r['skipped']}" for r in racecheck.values() if "skipped" in r)
         raise KitError(
             f"negative control '{args.control}' of {spec.name} ({mutation.why}) passed all {len(cases)} correctness "
-            "cases: the checks cannot see this bug, so no timing will run"
+            f"cases, {settings.determinism_runs} identical launches each, and racecheck"
+            f"{' (' + unchecked + ')' if unchecked else ''}: the checks cannot see this bug, so no timing will run"
         )
-    first = caught[0]
+    if caught:
+        first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
+        first["check"] = catching_check(caught[0])
+    else:
+        layout = next(name for name, check in by_layout.items() if check)
+        first = {"layout": layout, "check": "racecheck",
+                 "symptom": f"racecheck reports {racecheck[layout]['hazards']} shared-memory hazards"}
     if args.output:
         write_record(
             args.output,
@@ -258,17 +317,25 @@ def cmd_control(args: argparse.Namespace) -> int:
                 "control": args.control,
                 "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
                 "layouts": args.layout,
+                "determinism_runs": settings.determinism_runs,
                 "caught": True,
-                "caught_by": {key: first[key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")},
+                "caught_by": first,
+                "caught_in_layouts": by_layout,
+                "racecheck": racecheck,
+                "job": clock.describe(),
             },
         )
-    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases; first: {first['layout']} "
-          f"{first['shape']} {first['pattern']}: {first['symptom']}")
+    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases"
+          f"{' and by racecheck' if first['check'] == 'racecheck' else ''}; by layout: "
+          f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first.get('shape', '')} "
+          f"{first.get('pattern', '')}: {first['symptom']}")
     return 0
 
 
-def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str]) -> str | None:
-    """Refuse to time a kernel whose correctness and controls did not pass in this run, on this source.
+def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str],
+                    sanitizer_file: str | None = None) -> str | None:
+    """Refuse to time a kernel whose correctness, controls and (when given) sanitizer record did not
+    pass in this run, on this source.
 
     Returns the reason when the layout was skipped (its library is missing here), else None.
     """
@@ -288,6 +355,10 @@ def require_checked(spec: KernelSpec, layout: str, correctness_file: str, contro
     missing = set(spec.mutations) - checked
     if missing:
         raise KitError(f"negative controls {', '.join(sorted(missing))} of {spec.name} have no result; nothing will be timed")
+    if sanitizer_file:
+        from kernelkit import tools
+
+        tools.require_clean(spec, layout, sanitizer_file)
     return None
 
 
@@ -296,6 +367,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
     p.add_argument("--layout", action="append", help="a layout of the kernel, repeatable; default: every layout")
     p.add_argument("--output", help="where to write the correctness record (JSON); default: print only")
+    p.add_argument("--sanitizer-cases", action="store_true",
+                   help="run only the few cases compute-sanitizer runs (KernelSpec.sanitizer_shapes_used, pattern normal)")
+    p.add_argument("--control", help="build with this negative control's mutation (print only; for racecheck)")
+    _add_check_settings(p)
     p.set_defaults(func=cmd_correctness)
 
     p = subparsers.add_parser(
@@ -306,4 +381,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", action="append", required=True,
                    help="a hand-written layout to build with the mutation, repeatable")
     p.add_argument("--output", help="where to write the control record (JSON); default: print only")
+    _add_check_settings(p)
     p.set_defaults(func=cmd_control)
+
+
+def _add_check_settings(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--settings", default=json.dumps({"checks": {}, "gpu_lock": {}}),
+                        help="the stage's settings as JSON, a slice of the validated config (checks: determinism_runs; "
+                             f"gpu_lock: {', '.join(LOCK_KEYS)}); default: the schema's defaults. "
+                             "config/README.md explains each key")
+    add_lock_argument(parser)

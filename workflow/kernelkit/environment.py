@@ -205,14 +205,22 @@ def _host_fields() -> dict[str, Any]:
     }
 
 
-def capture(config: dict[str, Any]) -> dict[str, Any]:
-    """The whole environment record; fails (KitError) when no GPU or driver is usable."""
-    from kernelkit import device
+def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, Any]:
+    """The whole environment record; fails (KitError) when no GPU or driver is usable.
 
+    The clock snapshot is taken holding the GPU lock (gpu_lock of the run's config), so that it
+    shows the GPU idle rather than another job's load."""
+    from kernelkit import device, gpulock
+
+    clock = gpulock.JobClock()
     cp = device.cupy()
-    nvml = Nvml(cp.cuda.Device().pci_bus_id)
+    bus_id = cp.cuda.Device().pci_bus_id
+    nvml = Nvml(bus_id)
     static = nvml.static_fields()
-    snapshot = nvml.snapshot()
+    lock = gpulock.LockSettings.from_config(
+        {key: value for key, value in config.get("gpu_lock", {}).items() if key in gpulock.LOCK_KEYS}, lock_dir)
+    with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+        snapshot = nvml.snapshot()
     return {
         **device.card(),
         "captured_utc": utc_now(),
@@ -225,6 +233,9 @@ def capture(config: dict[str, Any]) -> dict[str, Any]:
         "clocks_locked": clocks_locked(snapshot),
         "snapshot": snapshot,
         "baseline_packages": _baseline_packages(),
+        "busy_before_pct": gpu.busy_before_pct,
+        "idle_wait": gpu.idle_wait,
+        "job": clock.describe(),
     }
 
 
@@ -241,7 +252,7 @@ def _baseline_packages() -> dict[str, str]:
 
 def cmd_environment(args: argparse.Namespace) -> int:
     run_config = read_json(args.config) if args.config else {}
-    record = capture(run_config)
+    record = capture(run_config, args.lock_dir)
     write_record(args.output, record)
     print(f"environment: {record['cuda']['device_name']}, driver {record['gpu']['driver_version']}, "
           f"CuPy {record['cuda']['cupy_version']}")
@@ -254,4 +265,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("environment", help="record driver, device, clocks and host")
     p.add_argument("--config", help="the run's config.json, hashed into the record")
     p.add_argument("--output", required=True, help="where to write the environment record (JSON)")
+    from kernelkit import gpulock
+
+    gpulock.add_arguments(p)
     p.set_defaults(func=cmd_environment)

@@ -134,3 +134,35 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
         ax.set_ylim(low - margin, high + margin)
     ax.set_title("NVML readings during the timed samples")
     return _svg(plt, fig)
+
+
+# One panel of a sweep figure: (shape, [(point, per-repeat medians)] fastest first,
+# {library: pooled median}, the time at the ceiling or None).
+SweepPanel = tuple[str, Sequence[tuple[str, Sequence[float]]], dict[str, float], "float | None"]
+
+
+def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
+    """SVG of time across a sweep's grid: one panel per shape, a row per point sorted by its pooled
+    median (fastest at the top, so the grid reads as a ranking whatever its dimensions), a bar for
+    the median of the repeats' medians, a point per repeat, the libraries and the ceiling as lines."""
+    plt = _pyplot()
+    rows = max(len(points) for _, points, _, _ in panels)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 1.2 + 0.22 * rows), squeeze=False)
+    for ax, (shape, points, libraries, ceiling_us) in zip(axes.flat, panels):
+        for y, (name, medians) in enumerate(points):
+            ax.barh(y, float(np.median(medians)), height=0.7, color=WRITTEN_COLOURS[0], alpha=0.35)
+            ax.plot(medians, [y] * len(medians), ".", color=WRITTEN_COLOURS[0], markersize=4)
+        for name, us in libraries.items():
+            ax.axvline(us, color=LIBRARY_COLOURS.get(name, "#444444"), linestyle="--", linewidth=1, label=name)
+        if ceiling_us is not None:
+            ax.axvline(ceiling_us, color="black", linestyle=":", linewidth=1, label="ceiling")
+        ax.set_yticks(range(len(points)), [name for name, _ in points], fontsize=6)
+        ax.set_ylim(len(points) - 0.5, -0.5)
+        ax.set_xlim(left=0)
+        ax.set_xlabel("us per launch")
+        ax.set_ylabel("point (its parameters)")
+        ax.set_title(shape)
+        if libraries or ceiling_us is not None:
+            ax.legend(loc="upper right", fontsize=6)  # the fastest points, at the top, have the shortest bars
+    fig.suptitle(f"{title}: every timed point, fastest at the top")
+    return _svg(plt, fig)

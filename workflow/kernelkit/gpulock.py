@@ -19,7 +19,8 @@ Inside the lock (the GPU works; anything here can disturb or be disturbed by a t
   spans, ceilings, the harness floor, the sanitizer's and Nsight Compute's runs of the kit
   (taken by the child `kernelkit correctness` / `profile-call` process, not by the parent,
   which would otherwise deadlock on its own child), and a library baseline's `make_call`
-  (Triton compiles there, but also allocates and may launch: inside, to be safe).
+  (Triton compiles there, but also allocates and may launch: inside, to be safe; its package
+  is imported before, by `device.compile_layout` through `library.preload`).
 Outside the lock (the CPU works): imports, spec loading, argument and config checks, reading
   correctness/control records, NVRTC compilation and module load (`device.compile_kernel`
   reads the function's attributes, which compiles and loads it), input generation, float64
@@ -38,7 +39,7 @@ import re
 import socket
 import stat
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -51,19 +52,37 @@ LOCK_DIR_MODE = 0o1777
 LOCK_FILE_MODE = 0o666
 
 
+def _schema_default(key: str) -> Any:
+    from kernelkit.config import schema_default
+
+    return schema_default("gpu_lock", key)
+
+
+# The keys of the `gpu_lock` section that go into each GPU stage's settings param. `dir` does not:
+# where the lock files live changes no result, so moving them must not rerun any target; the
+# workflow hands it on through KERNELKIT_LOCK_DIR (and a person through --lock-dir).
+LOCK_KEYS = ("enabled", "wait_for_idle", "idle_timeout_s", "idle_poll_s")
+
+
 @dataclass(frozen=True)
 class LockSettings:
-    """The `gpu_lock` section of the config; the schema holds the same defaults."""
+    """The `gpu_lock` section of the config; the defaults are the schema's."""
 
-    enabled: bool = True
-    dir: str | None = None
-    wait_for_idle: bool = False
-    idle_timeout_s: float = 60.0
-    idle_poll_s: float = 0.2
+    enabled: bool = _schema_default("enabled")
+    dir: str | None = _schema_default("dir")
+    wait_for_idle: bool = _schema_default("wait_for_idle")
+    idle_timeout_s: float = _schema_default("idle_timeout_s")
+    idle_poll_s: float = _schema_default("idle_poll_s")
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any] | None) -> "LockSettings":
-        return cls(**dict(section or {}))
+    def from_config(cls, section: Mapping[str, Any] | None, lock_dir: str | None = None) -> "LockSettings":
+        """From the validated `gpu_lock` section or the slice of it a stage gets (LOCK_KEYS);
+        `lock_dir` (the --lock-dir option) wins over the section's `dir`."""
+        return cls(**dict(section or {})).with_dir(lock_dir)
+
+    def with_dir(self, lock_dir: str | None) -> "LockSettings":
+        """These settings with the --lock-dir option's directory, when one was given."""
+        return replace(self, dir=lock_dir) if lock_dir else self
 
     def lock_dir(self) -> Path:
         return Path(os.environ.get(LOCK_DIR_VARIABLE) or self.dir or DEFAULT_LOCK_DIR)
@@ -73,26 +92,9 @@ class LockSettings:
 
 
 def add_arguments(parser: Any) -> None:
-    """The lock's options, for every subcommand that does GPU work (the workflow passes the config's values)."""
-    parser.add_argument("--lock-dir", help=f"directory of the per-GPU lock files (default {DEFAULT_LOCK_DIR}; "
-                                           f"{LOCK_DIR_VARIABLE} wins over this)")
-    parser.add_argument("--no-gpu-lock", action="store_true",
-                        help="do GPU work without the per-GPU lock (other jobs may then time at the same moment)")
-    parser.add_argument("--wait-for-idle", action="store_true",
-                        help="holding the lock, wait until no other process computes on the GPU before any launch")
-    parser.add_argument("--idle-timeout-s", type=float, default=LockSettings.idle_timeout_s,
-                        help="the longest wait for the GPU to become idle, in seconds")
-    parser.add_argument("--idle-poll-s", type=float, default=LockSettings.idle_poll_s,
-                        help="seconds between two looks at the GPU while waiting for it to become idle")
-
-
-def settings_from_args(args: Any) -> LockSettings:
-    """LockSettings from parsed arguments, or one sentence naming the bad value."""
-    if not args.idle_timeout_s > 0:
-        raise KitError(f"--idle-timeout-s must be a number of seconds > 0, not {args.idle_timeout_s}")
-    if not 0.01 <= args.idle_poll_s <= 5:
-        raise KitError(f"--idle-poll-s must be between 0.01 and 5 seconds, not {args.idle_poll_s}")
-    return LockSettings(not args.no_gpu_lock, args.lock_dir, args.wait_for_idle, args.idle_timeout_s, args.idle_poll_s)
+    """The lock's one option outside a stage's --settings: where the lock files live."""
+    parser.add_argument("--lock-dir", help=f"directory of the per-GPU lock files (default: gpu_lock.dir, else "
+                                           f"{DEFAULT_LOCK_DIR}; {LOCK_DIR_VARIABLE} wins over both)")
 
 
 @dataclass
@@ -259,11 +261,14 @@ class JobClock:
         return work
 
     def describe(self) -> dict[str, Any]:
+        ended = time.time()
         return {
             "started_unix_s": self.started_unix_s,
-            "wall_s": round(time.time() - self.started_unix_s, 6),
+            "ended_unix_s": ended,
+            "wall_s": round(ended - self.started_unix_s, 6),
             "lock_waited_s": round(sum(w.waited_s for w in self.stretches), 6),
             "lock_held_s": round(sum(w.held_s for w in self.stretches), 6),
+            "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
         }
 

@@ -31,6 +31,14 @@ def missing_reason(package: str) -> str | None:
     return None
 
 
+def preload(package: str) -> None:
+    """Import a baseline's package (and torch under Triton) now: seconds of CPU work that would
+    otherwise happen inside make_call, while the process holds the GPU lock."""
+    importlib.import_module(package)
+    if package == "triton":
+        importlib.import_module("torch")
+
+
 def version(package: str) -> str:
     module = sys.modules.get(package) or importlib.import_module(package)
     return str(getattr(module, "__version__", "unknown"))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from kernelkit import KitError
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.tmp-")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -33,6 +35,45 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# The writer's host and pid are in the temporary name, so the cleanup of a later run can tell an
+# abandoned temporary file (its writer is gone) from one a live job is writing right now.
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+$")
+
+
+def _temp_prefix(target_name: str) -> str:
+    return f".{target_name}.tmp-{socket.gethostname()}-{os.getpid()}-"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
+
+    Only files whose writer ran on this host and is no longer alive go: a parallel job or a second
+    run in the same directory may be writing one right now, and a writer on another host (a
+    cluster node) cannot be checked from here, so its files stay.
+    """
+    removed = []
+    host = socket.gethostname()
+    for candidate in Path(run_dir).rglob(".*.tmp-*"):
+        match = _TEMP_NAME.match(candidate.name)
+        if not match or match["host"] != host or not candidate.is_file():
+            continue
+        if _process_alive(int(match["pid"])):
+            continue
+        candidate.unlink(missing_ok=True)
+        removed.append(candidate)
+    return removed
 
 
 def _umask() -> int:
@@ -107,3 +148,29 @@ def sha256_text(text: str) -> str:
 def canonical_hash(payload: Any) -> str:
     """Hash of a JSON-able value that ignores key order, so equal configs hash equal."""
     return sha256_text(json.dumps(payload, sort_keys=True, separators=(",", ":")))
+
+
+def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
+
+    Wall time is the latest job end less the earliest job start, so it covers every job that
+    wrote a record (start-up and imports included: a job's clock starts with its process).
+    Records written before jobs were timed have no "job" field; they are counted, not guessed.
+    """
+    from statistics import median
+
+    jobs = [record["job"] for record in records if isinstance(record.get("job"), dict)]
+    if not jobs:
+        return {"jobs": 0, "without_job_time": len(records), "wall_s": None, "lock_waited_s": None}
+    ends = [job.get("ended_unix_s", job["started_unix_s"] + job["wall_s"]) for job in jobs]
+    waits = [job["lock_waited_s"] for job in jobs]
+    return {
+        "jobs": len(jobs),
+        "without_job_time": len(records) - len(jobs),
+        "started_unix_s": min(job["started_unix_s"] for job in jobs),
+        "ended_unix_s": max(ends),
+        "wall_s": max(ends) - min(job["started_unix_s"] for job in jobs),
+        "job_wall_s_total": sum(job["wall_s"] for job in jobs),
+        "lock_waited_s": {"total": sum(waits), "median": median(waits), "max": max(waits)},
+        "lock_held_s_total": sum(job["lock_held_s"] for job in jobs),
+    }

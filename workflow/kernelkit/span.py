@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit import config as kit_config
+from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 from kernelkit.timing import Call
 
@@ -33,15 +36,16 @@ class SpanSettings(kit_config.StageSettings):
     """The config's `span` section (how spans are taken) and its `sampler` section."""
 
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"span": ("warmup_calls", "rounds", "samples_per_round"),
-                                                       "sampler": SAMPLER_KEYS}
+                                                       "sampler": SAMPLER_KEYS, "gpu_lock": LOCK_KEYS}
     method: SpanMethod
     sampler: SamplerSettings
+    lock: LockSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SpanSettings":
         span = config["span"]
         return cls(SpanMethod(span["warmup_calls"], span["rounds"], span["samples_per_round"]),
-                   SamplerSettings.from_config(config["sampler"]))
+                   SamplerSettings.from_config(config["sampler"]), LockSettings.from_config(config["gpu_lock"]))
 
     @classmethod
     def json_from_config(cls, config: Mapping[str, Any]) -> str:
@@ -87,11 +91,12 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, sampler
+    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
-    from kernelkit.timing import inputs_on_device, measured_around
+    from kernelkit.timing import measured_around, timing_inputs
 
+    clock = gpulock.JobClock()
     settings = SpanSettings.from_json(args.settings)
     spec = specs.load(args.kernel)
     spec.parse_shape(args.shape)
@@ -100,30 +105,43 @@ def cmd_span(args: argparse.Namespace) -> int:
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
     skipped = {}
+    sanitizer_files = {Path(path).stem: path for path in args.sanitizer}
     for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = checks.require_checked(spec, layout, correctness_file, args.controls)
+        reason = checks.require_checked(spec, layout, correctness_file, args.controls, sanitizer_files.get(layout))
         if reason:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]
 
+    # Outside the lock: NVRTC compile and module load, host inputs, NVML's handle.
     cp = device.cupy()
-    shape, buffers = inputs_on_device(spec, args.shape)
-    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    implementations = {layout: device.implementation(spec, layout, shape, buffers, out) for layout in layouts}
-    cp.cuda.Device().synchronize()
-
-    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    bus_id = cp.cuda.Device().pci_bus_id
+    nvml = environment.Nvml(bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
-    before = nvml.snapshot()
-    with sampler.ClockSampler(nvml, settings.sampler) as clocks:
-        calls = {layout: impl.call for layout, impl in implementations.items()}
-        samples = span_samples(calls, settings.method) if layouts else {}
-    after = nvml.snapshot()
+    kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
+    shape = spec.parse_shape(args.shape)
+    host_inputs = timing_inputs(spec, args.shape)
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])
+                           for layout in layouts}
+        cp.cuda.Device().synchronize()
+        # Each layout's output once at this shape, as the timing stage does (hand-written ones share
+        # `out`, so each is judged right after its own call).
+        verified = {layout: verify.verify_timed_output(spec, layout, args.shape, host_inputs, impl)
+                    for layout, impl in implementations.items()}
+        before = nvml.snapshot()
+        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+            calls = {layout: impl.call for layout, impl in implementations.items()}
+            samples = span_samples(calls, settings.method) if layouts else {}
+        after = nvml.snapshot()
+    all_tags = []
     for layout_samples in samples.values():
         windows = [(s["t0"], s["t1"]) for s in layout_samples]
         tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max)
+        all_tags += tags
         for sample, tag in zip(layout_samples, tags):
-            sample["disturbed"] = bool(tag["throttled"] or tag["low_clock"])
+            sample["disturbed"] = sampler.is_disturbed(tag)
     write_record(
         args.output,
         {
@@ -135,13 +153,17 @@ def cmd_span(args: argparse.Namespace) -> int:
             "method": settings.method.describe(),
             "unit": "microseconds per call",
             "layouts": {
-                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)), **impl.record}
+                layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)),
+                         "verified": verified[layout], **impl.record}
                 for layout, impl in implementations.items()
             },
             "skipped": skipped,
             "sampler": settings.sampler.describe(),
             "clock_trace": clocks.trace,
             **measured_around(spec, shape, before, after),
+            "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct),
+            "idle_wait": gpu.idle_wait,
+            "job": clock.describe(),
         },
     )
     for layout in layouts:
@@ -160,7 +182,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--correctness", action="append", required=True,
                    help="the correctness record of each --layout, one per --layout in the same order")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--sanitizer", nargs="*", default=[],
+                   help="the sanitizer records of the hand-written layouts, named <layout>.json (none: races not checked)")
     p.add_argument("--repeat", type=int, required=True, help="which span repeat of the run this process is (from 1)")
     p.add_argument("--output", required=True, help="where to write the span record (JSON)")
     kit_config.add_settings_argument(p, SpanSettings.SECTIONS)
+    add_lock_argument(p)
     p.set_defaults(func=cmd_span)

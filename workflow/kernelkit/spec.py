@@ -9,11 +9,12 @@ adding a folder.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,6 +25,51 @@ from kernelkit.records import sha256_text
 Shape = tuple[int, ...]
 
 SHAPE_PATTERN = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
+# A sweep point's name, `base[p1=v1,p2=v2]`, or its file-safe spelling `base@p1=v1,p2=v2` (paths
+# and Snakemake wildcards avoid `[` `]`, which the shell and glob read as a character class).
+POINT_PATTERN = re.compile(r"^(?P<base>[A-Za-z0-9_]+)(?:\[(?P<bracket>[^\]]*)\]|@(?P<file>.*))$")
+
+
+def point_name(base: str, values: Mapping[str, Any]) -> str:
+    """`base[p1=v1,p2=v2]`: the swept parameters only, in the grid's declaration order."""
+    return f"{base}[{','.join(f'{p}={v}' for p, v in values.items())}]"
+
+
+def parse_point(name: str) -> tuple[str, dict[str, str]] | None:
+    """(base, {param: value text}) of a point name in either spelling; None for a plain layout name."""
+    match = POINT_PATTERN.match(name)
+    if match is None:
+        return None
+    body = match.group("bracket") if match.group("bracket") is not None else match.group("file")
+    pairs = [item.partition("=") for item in body.split(",")] if body else []
+    if not pairs or any(not p or not sep or not v for p, sep, v in pairs):
+        raise KitError(f"layout '{name}' is not a sweep point name; write it as base[param=value,...]")
+    return match.group("base"), {p: v for p, _, v in pairs}
+
+
+def file_name(layout: str) -> str:
+    """The spelling of a layout in paths and wildcards: `tiled[bm=64]` -> `tiled@bm=64`."""
+    parsed = parse_point(layout)
+    return layout if parsed is None else f"{parsed[0]}@{','.join(f'{p}={v}' for p, v in parsed[1].items())}"
+
+
+def display_name(layout: str) -> str:
+    """The spelling of a layout in reports: `tiled@bm=64` -> `tiled[bm=64]`."""
+    parsed = parse_point(layout)
+    return layout if parsed is None else point_name(*parsed)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A base layout's grid expanded: valid points (name, full parameters) and refused ones (name, sentence)."""
+
+    base: str
+    valid: tuple[tuple[str, Mapping[str, Any]], ...]
+    invalid: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.valid]
 
 
 @dataclass(frozen=True)
@@ -44,6 +90,9 @@ class Mutation:
     find: str
     replace: str
     why: str
+    # Why the CPU emulation cannot show this bug (a race needs threads), or "" when it can: the
+    # CPU tests then skip emulating this control and say why; on the GPU it must still be caught.
+    needs_gpu_to_show: str = ""
 
     def apply(self, source: str) -> str:
         count = source.count(self.find)
@@ -104,12 +153,23 @@ class KernelSpec:
     # that sum here and the relative tolerance applies to it.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     baselines: Mapping[str, Baseline] = field(default_factory=dict)
+    # Layouts (hand-written or baseline) whose results may differ bit for bit between identical
+    # launches (atomics), each with the reason; every other layout must repeat itself exactly.
+    nondeterministic: Mapping[str, str] = field(default_factory=dict)
+    # The float64 reference for device (CuPy) arrays, for a `reference` that cannot run on CuPy as it
+    # is; None: `reference` itself is tried on the device first (see kernelkit.verify).
+    device_reference: Callable[[Mapping[str, Any]], Any] | None = None
+    # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
+    sanitizer_shapes: tuple[Shape, ...] | None = None
     # bytes_moved counts compulsory traffic (each datum once); a layout family that must issue
     # more (gathers re-reading rows) states that count here, and the report shows both.
     bytes_issued: Callable[[Shape], int] | None = None
     # Layout -> elements per vector access along the last dimension: at a width that is not a
     # multiple, that layout takes its scalar path, which the report then names as a reason.
     vector_width: Mapping[str, int] = field(default_factory=dict)
+    # Layout -> parameter -> values: the grid a sweep over that layout's points spans (the
+    # layout's own dict is the default point; each point overrides some of its parameters).
+    sweeps: Mapping[str, Mapping[str, Sequence[Any]]] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
     @property
@@ -131,12 +191,54 @@ class KernelSpec:
         return (*self.layouts, *self.baselines)
 
     def layout(self, name: str) -> Mapping[str, Any]:
-        """A layout's parameters as recorded with its results; a baseline's say which library call it is."""
+        """A layout's parameters as recorded with its results; a baseline's say which library call it is;
+        a sweep point's are its base's with the point's values (in either spelling of its name)."""
         if name in self.layouts:
             return self.layouts[name]
         if name in self.baselines:
             return {"library": self.baselines[name].package, "call": self.baselines[name].call}
+        parsed = parse_point(name)
+        if parsed is not None:
+            return self._point(name, *parsed)
         raise KitError(f"layout '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.all_layouts)}")
+
+    def _point(self, name: str, base: str, texts: Mapping[str, str]) -> Mapping[str, Any]:
+        if base not in self.sweeps or base not in self.layouts:
+            raise KitError(f"layout '{name}' names the sweep '{base}', which kernel '{self.name}' does not define; "
+                           f"allowed: {', '.join(self.sweeps) or '(none)'}")
+        grid = self.sweeps[base]
+        if list(texts) != list(grid):
+            raise KitError(f"layout '{name}' must name every parameter of the '{base}' grid, in its order: "
+                           f"{', '.join(grid)}")
+        values = {}
+        for param, text in texts.items():
+            matches = [v for v in grid[param] if str(v) == text]
+            if not matches:
+                raise KitError(f"layout '{name}' sets {param}={text}, which the '{base}' grid does not hold; "
+                               f"allowed: {', '.join(map(str, grid[param]))}")
+            values[param] = matches[0]
+        return {**self.layouts[base], **values}
+
+    def sweep(self, base: str, shapes: Sequence[Shape] = ()) -> Sweep:
+        """Every point of a base layout's grid, in the grid's order, split into those the spec accepts and
+        those its `layout_options` or `launch` refuse (at a correctness shape or one of `shapes`), so that
+        a point that cannot be built or launched never becomes a target."""
+        if base not in self.sweeps or base not in self.layouts:
+            raise KitError(f"kernel '{self.name}' defines no sweep '{base}'; allowed: {', '.join(self.sweeps) or '(none)'}")
+        grid = self.sweeps[base]
+        valid, invalid = [], []
+        for combination in itertools.product(*grid.values()):
+            name = point_name(base, dict(zip(grid, combination)))
+            parameters = self.layout(name)
+            try:
+                self.layout_options(parameters)
+                for shape in (*self.correctness_shapes, *shapes):
+                    self.launch(parameters, shape)
+            except KitError as refusal:
+                invalid.append((name, str(refusal)))
+                continue
+            valid.append((name, parameters))
+        return Sweep(base, tuple(valid), tuple(invalid))
 
     def is_baseline(self, name: str) -> bool:
         self.layout(name)
@@ -145,6 +247,20 @@ class KernelSpec:
     def entry_of(self, layout: str) -> str:
         """The kernel function a layout launches: its own `entry`, else the spec's."""
         return str(self.layout(layout).get("entry", self.entry))
+
+    def sanitizer_shapes_used(self) -> tuple[Shape, ...]:
+        """The spec's `sanitizer_shapes`, else every correctness shape but the largest.
+
+        The correctness shapes are chosen to reach every code path (odd widths, tails, several
+        warps, blocks or loop trips); all but the largest still do, while the largest costs the
+        most under instrumentation (racecheck tracks every shared-memory access). One shape is kept.
+        """
+        if self.sanitizer_shapes is not None:
+            return tuple(self.sanitizer_shapes)
+        if len(self.correctness_shapes) < 2:
+            return tuple(self.correctness_shapes)
+        largest = max(self.correctness_shapes, key=lambda shape: (int(np.prod(self.output_shape(shape))), shape))
+        return tuple(shape for shape in self.correctness_shapes if shape != largest)
 
     def compile_options_of(self, layout: str) -> tuple[str, ...]:
         """The NVRTC options a hand-written layout is built with: the spec's, then its own."""
@@ -229,4 +345,8 @@ def load(name: str, root: Path | None = None) -> KernelSpec:
         raise KitError(f"kernels/{name}/spec.py defines no SPEC = KernelSpec(...)")
     if spec.name != name:
         raise KitError(f"kernels/{name}/spec.py names its kernel '{spec.name}'; it must match its folder '{name}'")
+    for layout, reason in spec.nondeterministic.items():
+        if layout not in spec.all_layouts or not str(reason).strip():
+            raise KitError(f"kernels/{name}/spec.py declares layout '{layout}' nondeterministic; name a layout of the "
+                           f"spec ({', '.join(spec.all_layouts)}) and say why, e.g. {{'{layout}': 'atomics add in arrival order'}}")
     return replace(spec, folder=folder.resolve())

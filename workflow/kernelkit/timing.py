@@ -21,6 +21,8 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from kernelkit import spec as specs
 from kernelkit import config as kit_config
+from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 
 Call = Callable[[], Any]
@@ -67,15 +69,17 @@ PLACEMENT_SHIFT_BYTES = 1 << 20
 class TimingSettings(kit_config.StageSettings):
     """Everything the config says about how one timed target is sampled."""
 
-    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"timing": TIMING_KEYS, "sampler": SAMPLER_KEYS}
+    SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {"timing": TIMING_KEYS, "sampler": SAMPLER_KEYS,
+                                                       "gpu_lock": LOCK_KEYS}
     method: GraphReplayMethod
     placements: int
     sampler: SamplerSettings
+    lock: LockSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "TimingSettings":
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["timing"]["placements"],
-                   SamplerSettings.from_config(config["sampler"]))
+                   SamplerSettings.from_config(config["sampler"]), LockSettings.from_config(config["gpu_lock"]))
 
 
 def stop_reason(samples: list[float], method: GraphReplayMethod, elapsed_s: float) -> str | None:
@@ -258,18 +262,12 @@ def timing_inputs(spec: specs.KernelSpec, shape_text: str) -> dict[str, Any]:
     return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
 
 
-def inputs_on_device(spec: specs.KernelSpec, shape_text: str) -> tuple[Any, dict[str, Any]]:
-    """The timing pattern's inputs for one shape, uploaded."""
-    from kernelkit import device
-
-    return spec.parse_shape(shape_text), device.upload(timing_inputs(spec, shape_text))
-
-
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, sampler
+    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
+    clock = gpulock.JobClock()
     settings = TimingSettings.from_json(args.settings)
     method = settings.method
     spec = specs.load(args.kernel)
@@ -287,13 +285,19 @@ def cmd_time(args: argparse.Namespace) -> int:
         # Only when above 1, so that runs with one placement compare equal to files written before the option.
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
-    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls)
+    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls,
+                                     args.sanitizer[0] if args.sanitizer else None)
     if skipped:
-        write_record(args.output, {**identity, "skipped": skipped})
+        write_record(args.output, {**identity, "skipped": skipped, "job": clock.describe()})
         print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
         return 0
 
+    # Outside the lock: the CPU's share (NVRTC compile and module load, host inputs, NVML's handle).
     cp = device.cupy()
+    bus_id = cp.cuda.Device().pci_bus_id
+    nvml = environment.Nvml(bus_id)
+    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    kernel = device.compile_layout(spec, args.layout)
     host_inputs = timing_inputs(spec, args.shape)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
@@ -306,15 +310,10 @@ def cmd_time(args: argparse.Namespace) -> int:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-        implementation = device.implementation(spec, args.layout, shape, buffers, out)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
         cp.cuda.Device().synchronize()
         return implementation, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
                                 "addresses": device.addresses({**buffers, "out": out})}
-
-    implementation, placement = placed(0)
-    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
-    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
-    flush = L2Flush() if args.cache == "cold" else None
 
     def wait(keep_busy: Any) -> dict[str, Any]:
         read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
@@ -324,19 +323,23 @@ def cmd_time(args: argparse.Namespace) -> int:
     windows: list[tuple[float, float]] = []
     sample_placement: list[int] = []
     placements = []
-    before = nvml.snapshot()
-    with sampler.ClockSampler(nvml, settings.sampler) as clocks:
-        for index in range(settings.placements):
-            if index:
-                held.append(implementation)
-                implementation, placement = placed(index)
-            got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
-            placement["samples"] = len(got)
-            placements.append(placement)
-            samples += got
-            windows += got_windows
-            sample_placement += [index] * len(got)
-    after = nvml.snapshot()
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+        implementation, placement = placed(0)
+        verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
+        flush = L2Flush() if args.cache == "cold" else None
+        before = nvml.snapshot()
+        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+            for index in range(settings.placements):
+                if index:
+                    held.append(implementation)
+                    implementation, placement = placed(index)
+                got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
+                placement["samples"] = len(got)
+                placements.append(placement)
+                samples += got
+                windows += got_windows
+                sample_placement += [index] * len(got)
+        after = nvml.snapshot()
     used = dict(placements[0]["method_used"])
     if flush is not None:
         used["flush"] = flush.describe()
@@ -356,8 +359,12 @@ def cmd_time(args: argparse.Namespace) -> int:
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
             "clock_trace": clocks.trace,
+            "verified": verified,
             **implementation.record,
             **measured_around(spec, shape, before, after),
+            "foreign_work": foreign.foreign_work(clocks.trace, tags, gpu.busy_before_pct),
+            "idle_wait": gpu.idle_wait,
+            "job": clock.describe(),
         },
     )
     print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
@@ -375,8 +382,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--layout", required=True, help="one layout of the kernel")
     p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
+    p.add_argument("--sanitizer", nargs="*", default=[],
+                   help="the layout's sanitizer record from this run (none: races were not checked)")
     p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
     kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
+    add_lock_argument(p)
     p.add_argument("--repeat", type=int, required=True, help="which repeat of the run this process is (from 1)")
     p.add_argument("--order-seed", type=int, required=True, help="timing.order_seed, recorded with the order key")
     p.add_argument("--order-key", type=int, required=True,

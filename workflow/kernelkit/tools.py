@@ -1,4 +1,4 @@
-"""Optional NVIDIA tools, used when present: compute-sanitizer on the correctness cases, and
+"""NVIDIA tools, used when present: compute-sanitizer on a few correctness cases (gating timing), and
 Nsight Compute counters for one warmed call of a timed configuration.
 
 Each runs the kit's own command line in a child process under the tool, so what is checked
@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError, spec as specs
@@ -35,6 +37,14 @@ def _kit(*args: str) -> list[str]:
     return [sys.executable, "-m", "kernelkit", *args]
 
 
+def _same_kit_environment() -> dict[str, str]:
+    """The environment for a child `kernelkit`: this process's package first on the path, so the
+    child under the tool runs this kit even where another copy is installed."""
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
+
+
 def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -52,21 +62,72 @@ def sanitizer_errors(output: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+# The sanitizer checks memory and races, not arithmetic again: one launch per case is enough.
+ONE_LAUNCH = '{"checks": {"determinism_runs": 1}}'
+
+
+def _run_tool(exe: str, tool: str, kernel: str, layout: str, control: str | None, timeout_s: float,
+              lock_dir: str | None = None) -> dict[str, Any]:
+    """One sanitizer tool over the layout's sanitizer cases (KernelSpec.sanitizer_shapes_used); the
+    child takes the GPU lock itself, in `lock_dir` when given."""
+    program = _kit("correctness", "--kernel", kernel, "--layout", layout, "--sanitizer-cases", "--settings", ONE_LAUNCH,
+                   *(("--control", control) if control else ()), *(("--lock-dir", lock_dir) if lock_dir else ()))
+    try:
+        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
+                              capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
+    output = done.stdout + done.stderr
+    errors = sanitizer_errors(output)
+    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
+            "status": "ran" if errors is not None else "did not run to its summary"}
+
+
 def sanitize(kernel: str, layout: str, timeout_s: float = 900) -> dict[str, Any]:
-    """memcheck and racecheck over the layout's correctness cases."""
+    """memcheck and racecheck over the layout's sanitizer cases, or why they were skipped."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}
-    results = {}
-    for tool in SANITIZER_TOOLS:
-        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *_kit("correctness", "--kernel", kernel,
-                                                                                  "--layout", layout)],
-                              capture_output=True, text=True, timeout=timeout_s)
-        output = done.stdout + done.stderr
-        errors = sanitizer_errors(output)
-        results[tool] = {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
-                         "status": "ran" if errors is not None else "did not run to its summary"}
-    return {"tools": results}
+    return {"tools": {tool: _run_tool(exe, tool, kernel, layout, None, timeout_s) for tool in SANITIZER_TOOLS}}
+
+
+def racecheck_control(kernel: str, layout: str, control: str, timeout_s: float = 900,
+                      lock_dir: str | None = None) -> dict[str, Any]:
+    """racecheck over a negative control's mutated build: `hazards` (errors + warnings), or `skipped`."""
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        return {"skipped": "compute-sanitizer is not on the PATH"}
+    result = _run_tool(exe, "racecheck", kernel, layout, control, timeout_s, lock_dir)
+    return {**result, "hazards": result["errors"]}
+
+
+def findings(record: dict[str, Any]) -> list[str]:
+    """What in a sanitizer record forbids timing: a reported error or hazard, a non-zero exit, or a
+    tool that never reached its summary line (then nothing was checked). Empty when clean or skipped."""
+    found = []
+    for tool, result in record.get("tools", {}).items():
+        what = "hazards" if tool == "racecheck" else "errors"
+        if result.get("errors"):
+            found.append(f"{tool} reports {result['errors']} {what}")
+        elif result.get("exit_code") != 0:
+            found.append(f"{tool} exited with code {result.get('exit_code')} ({result.get('status')})")
+        elif result.get("errors") is None:
+            found.append(f"{tool} {result.get('status', 'did not run to its summary')}")
+    return found
+
+
+def require_clean(spec: Any, layout: str, path: str) -> None:
+    """Refuse to time a layout whose sanitizer record is missing, stale or has findings; a record
+    saying the tool is absent here lets timing go on (the report shows it as skipped)."""
+    from kernelkit.records import read_record
+
+    record = read_record(path)
+    if record.get("layout") != layout or record.get("source_sha256") != spec.source_sha256():
+        raise KitError(f"{path} is not the sanitizer record of layout '{layout}' on this source; rerun the sanitizer first")
+    found = findings(record)
+    if found:
+        raise KitError(f"{path}: {'; '.join(found)}; nothing will be timed")
 
 
 def ncu_metrics(csv_text: str) -> list[dict[str, Any]]:
@@ -97,7 +158,8 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     ncu_arguments = ["--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "details",
                      "--metrics", ",".join(NCU_METRICS)]
     program = _kit("profile-call", "--kernel", kernel, "--shape", shape, "--layout", layout)
-    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s,
+                          env=_same_kit_environment())
     output = done.stdout + done.stderr
     launches = ncu_metrics(done.stdout)
     if not launches:
@@ -114,16 +176,25 @@ def _card() -> dict[str, Any]:
 
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
+    from kernelkit.checks import sanitizer_cases
+
     spec = specs.load(args.kernel)
     if spec.is_baseline(args.layout):
         raise KitError(f"the sanitizer checks hand-written kernels; '{args.layout}' is a library baseline")
-    record = {"kernel": spec.name, "layout": args.layout, "source_sha256": spec.source_sha256(),
+    cases = [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(spec)]
+    record = {"kernel": spec.name, "layout": args.layout, "source_sha256": spec.source_sha256(), "cases": cases,
               **sanitize(spec.name, args.layout)}
-    write_record(args.output, {**record, **_card()})
     if "skipped" in record:
-        print(f"sanitizer skipped: {record['skipped']}")
-    else:
-        print("; ".join(f"{tool}: {r['errors']} errors ({r['status']})" for tool, r in record["tools"].items()))
+        print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
+        write_record(args.output, {**record, **_card()})
+        return 0
+    for tool, result in record["tools"].items():
+        print(f"--- {tool} ---\n{result['tail']}")
+    found = findings(record)
+    if found:
+        raise KitError(f"{spec.name} {args.layout}: {'; '.join(found)} over {len(cases)} cases; nothing will be timed")
+    write_record(args.output, {**record, **_card()})
+    print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)})")
     return 0
 
 
@@ -140,25 +211,31 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_call(args: argparse.Namespace) -> int:
-    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop."""
-    from kernelkit import device, library
-    from kernelkit.timing import inputs_on_device
+    """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
+    holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
+    from kernelkit import device, environment, gpulock, library
+    from kernelkit.timing import timing_inputs
 
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
+    shape = spec.parse_shape(args.shape)
     cp = device.cupy()
-    shape, buffers = inputs_on_device(spec, args.shape)
-    out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-    implementation = device.implementation(spec, args.layout, shape, buffers, out)
-    stream = cp.cuda.Stream(non_blocking=True)
-    with library.on_stream(stream):
-        for _ in range(5):
+    bus_id = cp.cuda.Device().pci_bus_id
+    kernel = device.compile_layout(spec, args.layout)
+    host_inputs = timing_inputs(spec, args.shape)
+    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpulock.JobClock()):
+        buffers = device.upload(host_inputs)
+        out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
+        implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with library.on_stream(stream):
+            for _ in range(5):
+                implementation.call()
+            stream.synchronize()
+            cp.cuda.profiler.start()
             implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.start()
-        implementation.call()
-        stream.synchronize()
-        cp.cuda.profiler.stop()
+            stream.synchronize()
+            cp.cuda.profiler.stop()
     return 0
 
 

@@ -1,6 +1,7 @@
 import json
 import os
 import re
+import subprocess
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -15,9 +16,18 @@ from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
+from kernelkit import sweeps as kit_sweeps
 from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
+from kernelkit.checks import CheckSettings
+from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
+
+
+def refuse(sentence):
+    """Stop Snakemake with the kit's one sentence and exit status 1, nothing around it."""
+    raise SystemExit(f"kernelkit: {sentence}")
+
 
 # `--config gpus=[0,1]` arrives as a list of strings.
 config["gpus"] = kit_cards.from_command_line(config.get("gpus"))
@@ -25,13 +35,19 @@ if config["gpus"] is None:
     del config["gpus"]
 
 try:
+    # Snakemake's YAML loader keeps the last of two equal keys; the kit's reader names the line.
+    for configfile_path in workflow.configfiles:
+        kit_config.read_yaml(configfile_path)
     # One sentence naming the bad key and what is allowed, before Snakemake's own check.
     kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
 except KitError as error:
-    raise WorkflowError(str(error)) from None
+    refuse(str(error))
 # The schema holds every default; from here on each key the schema defaults is set.
 validate(config, "../schemas/config.schema.yaml", set_default=True)
 
+# Whether this command may rewrite a committed run: a property of the command, not of the
+# run, so it stays out of the config that the run records (and hashes).
+OVERWRITE = config.pop("overwrite")
 RUN = config["run"]
 REPEATS = config["timing"]["repeats"]
 CACHES = kit_config.caches(config)
@@ -39,10 +55,18 @@ SPAN_KERNELS = kit_config.span_kernels(config)
 SPAN_REPEATS = kit_config.span_repeats(config)
 KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
+# Configured layouts, then each selected sweep's valid points (`tiled@bm=64,bn=128`): every one
+# gets its own correctness and timing targets.
+LAYOUTS = {name: kit_config.kernel_layouts(config, name) for name in KERNELS}
 # One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
 TIMING_SETTINGS = TimingSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
 CEILING_SETTINGS = CeilingSettings.json_from_config(config)
+CHECK_SETTINGS = CheckSettings.json_from_config(config)
+# The lock directory changes no result, so it is kept out of every param (moving it reruns
+# nothing): the jobs get it through the environment, where a variable already set wins.
+if config["gpu_lock"]["dir"]:
+    os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 # Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed
@@ -57,12 +81,45 @@ if not workflow.local_exec:
 CARD_OF_SHAPE = kit_cards.assign(kit_cards.expected_work(config, SPECS), GPUS) if GPUS else {}
 
 
+def committed_files(run_dir):
+    """The files of a run directory that git tracks: committed evidence."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--", run_dir],
+            cwd=workflow.basedir,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return listed.stdout.split() if listed.returncode == 0 else []
+
+
+# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
+# file times must not make Snakemake redo it (inputs of its GPU rules are ancient()). What is
+# missing still needs the GPU, and guards.smk refuses that unless overwrite is given.
+FROZEN = bool(committed_files(paths.path(paths.RUN_DIR, run=RUN))) and not OVERWRITE
+
+
+def frozen(inputs):
+    """Inputs as they are, or, in a committed run, marked ancient so their times trigger nothing."""
+    if not FROZEN:
+        return inputs
+    if isinstance(inputs, dict):
+        return {key: frozen(value) for key, value in inputs.items()}
+    if isinstance(inputs, list):
+        return [ancient(name) for name in inputs]
+    return ancient(inputs)
+
+
 wildcard_constraints:
     run=re.escape(RUN),
     # Loose on purpose: names outside the config reach the input functions below, which
     # answer with one sentence naming what is allowed instead of "No rule to produce".
     kernel=r"[A-Za-z0-9_]+",
-    layout=r"[A-Za-z0-9_]+",
+    # A sweep point's file-safe name: base@param=value,... (no glob characters in paths).
+    layout=r"[A-Za-z0-9_]+(@[A-Za-z0-9_]+=[A-Za-z0-9_.+-]+(,[A-Za-z0-9_]+=[A-Za-z0-9_.+-]+)*)?",
     control=r"[A-Za-z0-9_]+",
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
@@ -98,15 +155,17 @@ def kernel_sources(wildcards):
     """A kernel's whole folder: editing any of its files reruns exactly its targets. The CPU
     emulation is the test suite's, never run on the GPU, so editing it reruns nothing."""
     folder = SPECS[checked_kernel(wildcards)].folder
-    return sorted(
-        os.path.relpath(path)
-        for path in folder.iterdir()
-        if path.is_file() and path.name != kit_spec.EMULATION_FILE
+    return frozen(
+        sorted(
+            os.path.relpath(path)
+            for path in folder.iterdir()
+            if path.is_file() and path.name != kit_spec.EMULATION_FILE
+        )
     )
 
 
 def checked_layout(wildcards):
-    layouts = KERNELS[wildcards.kernel]["layouts"]
+    layouts = LAYOUTS[checked_kernel(wildcards)]
     if wildcards.layout not in layouts:
         raise WorkflowError(
             f"layout '{wildcards.layout}' is not configured for kernel '{wildcards.kernel}'; "
@@ -116,24 +175,29 @@ def checked_layout(wildcards):
 
 
 def correctness_files(kernel):
-    return [
-        paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
-        for name in KERNELS[kernel]["layouts"]
-    ]
+    return frozen(
+        [
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name)
+            for name in LAYOUTS[kernel]
+        ]
+    )
 
 
 def hand_written_layouts(kernel):
     """Negative controls mutate the CUDA source, so they run every hand-written layout of the
-    spec (a control aimed at one layout must be caught even when only another is configured).
+    spec (a control aimed at one layout must be caught even when only another is configured),
+    and one point per selected sweep (kernelkit.sweeps.control_layouts says why only one).
     """
-    return list(SPECS[kernel].layouts)
+    return kit_sweeps.control_layouts(SPECS[kernel], KERNELS[kernel])
 
 
 def control_files(kernel):
-    return [
-        paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
-        for control in SPECS[kernel].mutations
-    ]
+    return frozen(
+        [
+            paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
+            for control in SPECS[kernel].mutations
+        ]
+    )
 
 
 def checked_control(wildcards):
@@ -165,11 +229,23 @@ def timing_inputs(wildcards):
     timed_target(wildcards)
     return {
         "sources": kernel_sources(wildcards),
-        "correctness": paths.path(
-            paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
+        "correctness": frozen(
+            paths.path(paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout)
         ),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, [wildcards.layout]),
     }
+
+
+def layout_sanitizer_files(kernel, layouts):
+    """The sanitizer records that gate these layouts' timing: hand-written ones, with `sanitize` on."""
+    if not config["sanitize"]:
+        return []
+    return [
+        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
+        for name in layouts
+        if not SPECS[kernel].is_baseline(name)
+    ]
 
 
 def checked_shape(wildcards):
@@ -190,7 +266,7 @@ def profile_inputs(wildcards):
     profiler never runs beside a timed target."""
     checked_shape(wildcards)
     checked_layout(wildcards)
-    return {
+    return frozen({
         "correctness": paths.path(
             paths.CORRECTNESS, run=RUN, kernel=wildcards.kernel, layout=wildcards.layout
         ),
@@ -207,7 +283,7 @@ def profile_inputs(wildcards):
             for repeat in range(1, REPEATS + 1)
             if "warm" in CACHES
         ],
-    }
+    })
 
 
 def checked_span(wildcards):
@@ -231,12 +307,13 @@ def span_inputs(wildcards):
         "sources": kernel_sources(wildcards),
         "correctness": correctness_files(wildcards.kernel),
         "controls": control_files(wildcards.kernel),
+        "sanitizer": layout_sanitizer_files(wildcards.kernel, LAYOUTS[wildcards.kernel]),
     }
 
 
 def span_arguments(wildcards, input):
     """--layout L --correctness F pairs, in the configured layout order."""
-    layouts = KERNELS[wildcards.kernel]["layouts"]
+    layouts = LAYOUTS[wildcards.kernel]
     return " ".join(
         f"--layout {name} --correctness {path}" for name, path in zip(layouts, input.correctness)
     )
@@ -279,14 +356,7 @@ def timing_files(kernel=None, cache="warm"):
 
 
 def sanitizer_files():
-    if not config["sanitize"]:
-        return []
-    return [
-        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
-        for kernel, entry in KERNELS.items()
-        for name in entry["layouts"]
-        if not SPECS[kernel].is_baseline(name)
-    ]
+    return [name for kernel in KERNELS for name in layout_sanitizer_files(kernel, LAYOUTS[kernel])]
 
 
 def profile_files():
@@ -296,7 +366,7 @@ def profile_files():
         paths.path(paths.PROFILE, run=RUN, kernel=kernel, shape=shape, layout=name)
         for kernel, entry in KERNELS.items()
         for shape in entry["shapes"]
-        for name in entry["layouts"]
+        for name in LAYOUTS[kernel]
     ]
 
 
@@ -345,7 +415,7 @@ def card_of(wildcards):
     if not GPUS:
         return None
     if "gpu" in wildcards.keys():
-        return int(wildcards.gpu)
+        return checked_card(wildcards)
     if "kernel" not in wildcards.keys():
         return GPUS[0]
     if "shape" in wildcards.keys():
@@ -365,6 +435,21 @@ def card_resources():
         kit_cards.resource(gpu): (lambda wildcards, gpu=gpu: int(card_of(wildcards) == gpu))
         for gpu in GPUS or []
     }
+
+
+def checked_card(wildcards):
+    """A further card of the run (`results/{run}/gpus/{i}/...`); the first card's records are the run's own."""
+    further = (GPUS or [])[1:]
+    if int(wildcards.gpu) not in further:
+        raise WorkflowError(
+            f"card {int(wildcards.gpu)} is not a further card of this run (config key 'gpus'; the first card's "
+            f"records are results/{RUN}/environment.json and ceilings/); allowed: {', '.join(map(str, further)) or '(none)'}"
+        )
+    if hasattr(wildcards, "ceiling") and wildcards.ceiling not in ceiling_kinds():
+        raise WorkflowError(
+            f"ceiling '{wildcards.ceiling}' is not configured; allowed: {', '.join(ceiling_kinds())}"
+        )
+    return int(wildcards.gpu)
 
 
 def card_record_files():

@@ -14,9 +14,10 @@ rule correctness:
     params:
         pin=pin,
         layout=checked_layout,
+        settings=CHECK_SETTINGS,
     shell:
         "{params.pin}python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
-        " --output {output} > {log} 2>&1"
+        " --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
 rule negative_control:
@@ -39,23 +40,26 @@ rule negative_control:
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
+        settings=CHECK_SETTINGS,
     shell:
         "{params.pin}python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
-        " {params.layouts} --output {output} > {log} 2>&1"
+        " {params.layouts} --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
 rule sanitize:
     input:
         sources=kernel_sources,
-        correctness=paths.CORRECTNESS,
+        correctness=frozen(paths.CORRECTNESS),
     output:
         report(
             paths.SANITIZER,
             caption="../report/tools.rst",
-            category="Optional tools",
+            category="Checks",
         ),
     log:
         paths.log(paths.SANITIZER),
+    # A check like correctness: it gates the layout's timing, so it runs before any timed target.
+    priority: CHECK_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:

@@ -14,7 +14,7 @@ rule run_config:
 
 rule environment:
     input:
-        paths.CONFIG,
+        frozen(paths.CONFIG),
     output:
         report(
             paths.ENVIRONMENT,

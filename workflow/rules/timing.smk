@@ -32,7 +32,8 @@ rule timing:
         "{params.pin}python -m kernelkit time --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
         " --repeat {wildcards.n} --order-seed {params.order_seed} --order-key {params.order_key}"
         " --cache {params.cache} --settings {params.settings:q}"
-        " --correctness {input.correctness} --controls {input.controls} --output {output} > {log} 2>&1"
+        " --correctness {input.correctness} --controls {input.controls} --sanitizer {input.sanitizer}"
+        " --output {output} > {log} 2>&1"
 
 
 rule span:
@@ -60,7 +61,8 @@ rule span:
         settings=SPAN_SETTINGS,
     shell:
         "{params.pin}python -m kernelkit span --kernel {wildcards.kernel} --shape {wildcards.shape} {params.pairs}"
-        " --controls {input.controls} --repeat {wildcards.n} --settings {params.settings:q}"
+        " --controls {input.controls} --sanitizer {input.sanitizer} --repeat {wildcards.n}"
+        " --settings {params.settings:q}"
         " --output {output} > {log} 2>&1"
 
 

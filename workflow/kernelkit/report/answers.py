@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from kernelkit import document as doc
+from kernelkit import spec as specs
 from kernelkit.report import claims, explain, units
+from kernelkit.report.limits import judge
 from kernelkit.report.run import Run
 from kernelkit.summary import natural_key
 
@@ -65,6 +67,9 @@ class OperationAnswer:
     best_written: tuple[str, float] | None
     best_library: tuple[str, float] | None
     libraries: dict[str, float]
+    # layout -> fraction of the ceiling that bounds it (None: no ceiling applies), for before, after and
+    # best_written: the ladder before -> after (the seed's change) -> best (any hand-written layout or sweep point)
+    fractions: dict[str, float | None] = field(default_factory=dict)
 
 
 def operation_answers(run: Run) -> list[OperationAnswer]:
@@ -80,8 +85,26 @@ def operation_answers(run: Run) -> list[OperationAnswer]:
             pick = lambda d: min(d.items(), key=lambda i: i[1]) if d else None  # noqa: E731
             before = (change[0], medians[change[0]]) if change and change[0] in medians else None
             after = (change[1], medians[change[1]]) if change and change[1] in medians else None
-            answers.append(OperationAnswer(kernel, shape, before, after, pick(written), pick(library), library))
+            best = pick(written)
+            fractions = {step[0]: judge(run, kernel, shape, step[0]).fraction
+                         for step in (before, after, best) if step is not None}
+            answers.append(OperationAnswer(kernel, shape, before, after, best, pick(library), library, fractions))
     return answers
+
+
+def ladder_text(answer: OperationAnswer) -> str:
+    """before -> after -> best, each with its time and fraction of its ceiling; a step the run lacks is left out."""
+    steps = [answer.before, answer.after]
+    if answer.best_written and answer.best_written[0] not in {s[0] for s in steps if s}:
+        steps.append(answer.best_written)
+    parts = []
+    for step in steps:
+        if step is None:
+            continue
+        fraction = answer.fractions.get(step[0])
+        parts.append(f"{specs.display_name(step[0])} {units.duration(step[1])}"
+                     + (f" ({fraction:.2f})" if fraction is not None else " (n/a)"))
+    return " -> ".join(parts) or "n/a"
 
 
 def ratio_chart(answer: HypothesisAnswer) -> str:
@@ -128,8 +151,9 @@ def operation_rows(run: Run) -> list[list[str]]:
         percent = units.percent(a.after[1] / a.before[1] - 1, signed=True) if a.before and a.after else ""
         versus = ("; ".join(f"{a.best_written[1] / value:.2f}x {name}" for name, value in sorted(a.libraries.items()))
                   if a.best_written and a.libraries else "no library timed")
-        rows.append([a.kernel, a.shape, change, percent,
-                     f"{a.best_written[0]} {units.duration(a.best_written[1])}" if a.best_written else "n/a",
+        rows.append([a.kernel, a.shape, change, percent, ladder_text(a),
+                     f"{specs.display_name(a.best_written[0])} {units.duration(a.best_written[1])}"
+                     if a.best_written else "n/a",
                      f"{a.best_library[0]} {units.duration(a.best_library[1])}" if a.best_library else "n/a",
                      f"{a.best_written[1] / a.best_library[1]:.2f}x" if a.best_written and a.best_library else "n/a",
                      versus])
@@ -172,10 +196,13 @@ def section_answers(run: Run) -> doc.Section:
             for r in results]))
     blocks.append(doc.Paragraph(
         "Per operation and shape (pooled medians of kernel time): the change its claims file declares, before -> "
-        "after, and the best hand-written layout against the best library layout (below 1: the hand-written one is "
-        "faster) and against each library."))
-    blocks.append(doc.Table(["Kernel", "Shape", "Before -> after", "Change", "Best hand-written", "Best library",
-                             "Hand-written / library", "Against each library"], operation_rows(run), numeric=(3, 6)))
+        "after; the ladder before -> after -> best (the fastest hand-written layout or sweep point, when it is "
+        "neither), each with its fraction of the ceiling that bounds it (the run's DRAM or L2 copy, or GEMM, "
+        "as the per-target table judges it); and the best hand-written layout against the best library layout "
+        "(below 1: the hand-written one is faster) and against each library."))
+    blocks.append(doc.Table(["Kernel", "Shape", "Before -> after", "Change", "Ladder (fraction of ceiling)",
+                             "Best hand-written", "Best library", "Hand-written / library", "Against each library"],
+                            operation_rows(run), numeric=(3, 7)))
     reasons = [text for kernel in run.kernels for text in explain.explanations(run, kernel)]
     if reasons:
         blocks.append(doc.Paragraph("Why some results differ, from the data:"))

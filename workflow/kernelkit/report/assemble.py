@@ -15,6 +15,7 @@ from kernelkit.report.quality import (noise_rows, section_clocks, section_cold, 
 from kernelkit.report.run import Run
 from kernelkit.report.setup import section_environment, section_method
 from kernelkit.report.spans import section_two_views, two_view_rows
+from kernelkit.report.sweeps import section_sweeps
 from kernelkit.report.targets import (faster_layouts, library_rows, resource_rows, section_samples, section_targets,
                                       target_rows)
 
@@ -37,7 +38,7 @@ def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.
                if (f := _figure(figure_dir, k, f"{k}: every sample per shape, layout and repeat")) is not None}
     clock_figure = _figure(figure_dir, "clocks", "SM clock of every NVML reading during the timed samples")
     claims = section_claims(run)
-    results = [section_answers(run), *section_targets(run, figures), *([claims] if claims else []),
+    results = [section_answers(run), section_sweeps(run), *section_targets(run, figures), *([claims] if claims else []),
                section_two_views(run), section_ceilings(run), section_cold(run), section_placements(run),
                section_clocks(run, clock_figure), *section_tools(run), section_caveats(run)]
     supporting = [doc.Section("About this report", [doc.Paragraph(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelkit import determinism, verify
 from kernelkit import document as doc
 from kernelkit.report.run import Run
 
@@ -41,12 +42,43 @@ def section_correctness(run: Run) -> doc.Section:
         blocks.append(doc.Paragraph("Tolerances (abs, rel): " + "; ".join(
             f"{kernel} {abs_:g}, {rel:g}" for kernel, abs_, rel in tolerances) + "."))
     blocks.append(doc.Table(("Kernel", "Layout", "Passed", "Largest abs error", "Where"), correctness_rows(run)))
+    blocks += [doc.Paragraph(text) for text in (determinism_sentence(cases), verified_sentence(run.timings + run.cold))
+               if text]
     skipped = [f"{r['kernel']} {layout}: {reason}" for r in run.correctness for layout, reason in r.get("skipped", {}).items()]
     if skipped:
         blocks.append(doc.Paragraph("Skipped, neither checked nor timed: " + "; ".join(skipped) + "."))
     layouts = len({(r["kernel"], c["layout"]) for r in run.correctness for c in r["cases"]})
     return doc.Section("Correctness", blocks,
                        summary=f"Correctness: {passed} of {len(cases)} cases passed over {layouts} layouts")
+
+
+def determinism_sentence(cases: list[dict[str, Any]]) -> str | None:
+    """What the repeated launches of the correctness cases showed; None for runs made before them."""
+    found = determinism.summarize(cases)
+    if found is None:
+        return None
+    text = (f"Determinism: each of {found['cases']} cases was launched {', '.join(map(str, found['launches']))} times on a "
+            f"freshly filled output; {len(found['differing'])} did not repeat their bits"
+            + (f" ({'; '.join(found['differing'])})" if found["differing"] else "") + ".")
+    return text + (f" Declared nondeterministic: {'; '.join(found['exempt'])}." if found["exempt"] else "")
+
+
+def verified_sentence(records: list[dict[str, Any]]) -> str | None:
+    """What the timing records say about their timed-shape verification; None for runs before it."""
+    found = verify.summarize(records)
+    if found is None:
+        return None
+    text = (f"Timed shapes: {found['verified']} of {found['records']} timing records verified their own output once at "
+            f"the timed shape against a float64 reference ({', '.join(found['references']) or 'none'})")
+    if found["worst"]:
+        worst = found["worst"]
+        text += f", largest |error| {worst['max_abs_error']:.4e} ({worst['kernel']} {worst['shape']} {worst['layout']})"
+    text += "."
+    if found["not_verified"]:
+        text += f" Not verified: {'; '.join(found['not_verified'])}."
+    if found["without"]:
+        text += f" {found['without']} records predate the verification."
+    return text
 
 
 def symptom_kind(symptom: str) -> str:
@@ -68,16 +100,29 @@ def control_rows(run: Run) -> list[tuple[str, ...]]:
         how = "; ".join(f"{kind} ({len(cs)} cases; patterns {', '.join(sorted({c['pattern'] for c in cs}))})"
                         for kind, cs in sorted(by_kind.items()))
         first = control["caught_by"]
+        where = " ".join(str(first[key]) for key in ("layout", "shape", "pattern") if key in first)
+        # Records since the determinism check and racecheck joined the controls name the check per layout.
+        checks = control.get("caught_in_layouts")
+        by = (" (caught by " + ", ".join(f"{layout}: {check or 'nothing'}" for layout, check in checks.items()) + ")"
+              if checks else "")
         rows.append((control["kernel"], control["control"], control["mutation"]["why"],
-                     f"{len(caught)}/{len(control['cases'])}", how,
-                     f"{first['layout']} {first['shape']} {first['pattern']}: {first['symptom']}"))
+                     f"{len(caught)}/{len(control['cases'])}", how or "none", f"{where}: {first['symptom']}{by}"))
     return rows
+
+
+def was_caught(control: dict[str, Any]) -> bool:
+    """A failing case, or (records naming the check per layout) a layout caught by any check:
+    racecheck catches a race whose every case passed."""
+    return (any(not case["passed"] for case in control["cases"])
+            or any(control.get("caught_in_layouts", {}).values()))
 
 
 def section_controls(run: Run) -> doc.Section:
     rows = control_rows(run)
-    caught = sum(1 for c in run.controls if any(not case["passed"] for case in c["cases"]))
+    caught = sum(1 for c in run.controls if was_caught(c))
     return doc.Section("Negative controls", [
-        doc.Paragraph("Mutated builds of the same source; each must fail the correctness suite before anything is timed."),
+        doc.Paragraph("Mutated builds of the same source; each must be caught before anything is timed: by the "
+                      "correctness cases, by their repeated launches disagreeing (determinism) or, for a race the "
+                      "cases cannot show, by compute-sanitizer's racecheck."),
         doc.Table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows),
     ], summary=f"Negative controls: {caught} of {len(run.controls)} mutated builds were caught by the checks")

@@ -18,11 +18,44 @@ def _us(value: float | None) -> str:
 
 
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
-    """Targets with samples a throttle reason or a low SM clock touched, with the count."""
-    return [f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
-            + (f" ({', '.join(sorted({x for t in r['sample_tags'] for x in t.get('reasons') or []}))})"
-               if any(t.get("reasons") for t in r["sample_tags"]) else " (low SM clock)")
-            for r in records if r.get("disturbed_samples")]
+    """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
+    a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
+    found = []
+    for r in records:
+        if not r.get("disturbed_samples"):
+            continue
+        tags = [r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])]
+        why = sampler.causes(tags)
+        found.append(f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
+                     + (f" ({'; '.join(why)})" if why else ""))
+    return found
+
+
+def run_time_paragraphs(run: Run) -> list[doc.Block]:
+    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks."""
+    from kernelkit.records import run_time
+
+    records = run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values())
+    timed = run_time(records)
+    if not timed["jobs"]:
+        return [doc.Paragraph("The records of this run carry no job clocks (they predate them): wall time and "
+                              "lock waits are unknown.")]
+    wait = timed["lock_waited_s"]
+    text = (f"{timed['jobs']} GPU jobs ran from the first start to the last end in {timed['wall_s']:.1f} s of wall "
+            f"time ({timed['job_wall_s_total']:.1f} s of job time added up, so {timed['job_wall_s_total'] / timed['wall_s']:.1f} "
+            f"jobs at a time on average). They held the GPU lock {timed['lock_held_s_total']:.1f} s in all and waited "
+            f"for it {wait['total']:.1f} s in all (median {wait['median']:.2f} s, longest {wait['max']:.2f} s per job).")
+    if timed["without_job_time"]:
+        text += f" {timed['without_job_time']} records carry no job clock and are not counted."
+    return [doc.Paragraph(text)]
+
+
+def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Targets during which another process computed on the GPU, named with its pids."""
+    from kernelkit.foreign import saw_foreign_work
+
+    return [f"{_target(r)}: pids {', '.join(str(p.get('pid', p)) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
+            for r in records if saw_foreign_work(r)]
 
 
 def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
@@ -40,9 +73,15 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         f"{len(sampled)} timed targets ({points} readings; SM clock {min(clocks):g} to {max(clocks):g} MHz; reasons seen: "
         f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
         f"throttle reason ({', '.join(sorted(sampler.THROTTLE_REASONS))}) or an SM clock below "
-        f"{settings['min_sm_clock_fraction']:g} of the maximum."))
+        f"{settings['min_sm_clock_fraction']:g} of the maximum, or when another process computed on the GPU during it "
+        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)."))
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
+    foreign = foreign_targets(sampled + run.spans)
+    if foreign:
+        blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
+                                    + "; ".join(foreign) + "."))
+    blocks += run_time_paragraphs(run)
     waits = [r["method_used"]["clock_wait"] for r in sampled if r["method_used"].get("clock_wait", {}).get("enabled")]
     if waits:
         blocks.append(doc.Paragraph(
@@ -149,11 +188,22 @@ def section_tools(run: Run) -> list[doc.Section]:
                          *(str(counts[t]) if counts[t] is not None else "no summary line" for t in counts),
                          "; ".join(f"{t} exit {record['tools'][t]['exit_code']}" for t in counts
                                    if record["tools"][t]["exit_code"] != 0)])
+        subset = all("cases" in record for record in run.sanitizer if "skipped" not in record)
+        over = ("the cases each record lists (KernelSpec.sanitizer_shapes_used: a few correctness shapes, pattern normal)"
+                " of each hand-written layout, gating its timing" if subset else
+                "every correctness case of each hand-written layout")
         sections.append(doc.Section("Sanitizer", [
-            doc.Paragraph("compute-sanitizer over every correctness case of each hand-written layout (the kit's own "
+            doc.Paragraph(f"compute-sanitizer over {over} (the kit's own "
                           "correctness command run under the tool): memcheck's ERROR SUMMARY count, and racecheck's "
                           "errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file."),
             doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
+    else:
+        runs = sorted({r.get("determinism_runs", 1) for r in run.correctness})
+        repeated = (f"; each correctness case was launched {', '.join(map(str, runs))} times and had to repeat its bits"
+                    if runs != [1] else "")
+        sections.append(doc.Section("Sanitizer", [doc.Paragraph(
+            "compute-sanitizer did not run in this run (config `sanitize` false or older kit): races and out-of-bounds "
+            f"accesses were not checked by a tool, only through the correctness cases{repeated}.")]))
     if run.profiles:
         medians: dict[tuple[str, str, str], list[float]] = {}
         for record in run.timings:

@@ -1,0 +1,220 @@
+"""Mistakes made at the `snakemake` command line: each stops with the kit's one sentence, a
+non-zero exit, no traceback and no InputFunctionException block, in a few lines.
+
+Snakemake itself prints one line first in every case ("Using workflow specific profile ..."),
+and "Config file ... is extended ..." when --config or --configfile is given: both come before
+the Snakefile is read, so the kit cannot change them, and the tests allow them.
+Bad targets and config files are dry runs in the checkout; the no-GPU and committed-run cases
+run for real in a temporary copy (they stop before any job).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+# Lines Snakemake prints before it reads the Snakefile.
+SNAKEMAKE_PREAMBLE = ("Using workflow specific profile", "Config file ")
+TIMING = "results/local/timing/rmsnorm/512x128/t32/rep1.json"
+
+
+def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+    env = {**os.environ, "PYTHONPATH": str(cwd / "workflow"), "KERNELKIT_KERNELS": str(cwd / "kernels")}
+    return subprocess.run([exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def kit_lines(done: subprocess.CompletedProcess) -> list[str]:
+    """What the command printed, less Snakemake's preamble."""
+    lines = (done.stdout + done.stderr).splitlines()
+    return [line for line in lines if line.strip() and not line.startswith(SNAKEMAKE_PREAMBLE)]
+
+
+def assert_one_sentence(done: subprocess.CompletedProcess, expected: str) -> None:
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, f"exit 0; output: {output}"
+    assert "Traceback" not in output and "InputFunctionException" not in output, output
+    lines = kit_lines(done)
+    assert len(lines) == 1, f"not one line: {lines}"
+    assert lines[0].startswith("kernelkit: "), lines[0]
+    assert expected in lines[0], f"{expected!r} missing from {lines[0]!r}"
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (TIMING.replace("rmsnorm", "nosuchkernel"), "kernel 'nosuchkernel' is not configured; allowed: rmsnorm"),
+        (TIMING.replace("512x128", "512x999"), "shape '512x999' is not configured for kernel 'rmsnorm'; allowed: 512x128"),
+        (TIMING.replace("t32", "t99"), "layout 't99' is not configured for kernel 'rmsnorm'; allowed: t32, t256"),
+        (TIMING.replace("rep1", "rep9"), "repeat 9 is beyond config key 'timing.repeats' (2)"),
+        (TIMING.replace("rep1", "rep0"), "names repeat 'rep0'; repeats count from rep1"),
+        (TIMING.replace("rep1", "rep01"), "names repeat 'rep01'; repeats count from rep1"),
+        (TIMING.replace("local", "otherrun"), "belongs to run 'otherrun', not to this run 'local'; add --config run=otherrun"),
+        ("reports/otherrun/report.md", "belongs to run 'otherrun'"),
+        (f"../{TIMING}", "is outside this checkout"),
+        (f"results/../../{TIMING}", "is outside this checkout"),
+        ("results/local/correctness/rmsnorm/t99.json", "layout 't99' is not configured"),
+        ("results/local/controls/rmsnorm/nosuch.json", "negative control 'nosuch' is not defined for kernel 'rmsnorm'"),
+        ("results/local/span/rmsnorm/512x128/rep1.json", "kernel 'rmsnorm' has no span targets; config key 'span.kernels' allows: matmul"),
+        ("results/local/span/matmul/1024x1024x1024/rep5.json", "span repeat 5 is beyond config key 'span.repeats' (1)"),
+        ("reports/local/figures/nosuchkernel.svg", "kernel 'nosuchkernel' is not configured"),
+    ],
+)
+def test_bad_target_gets_one_sentence(target, expected):
+    assert_one_sentence(snakemake("-n", "--cores", "1", target), expected)
+
+
+def test_per_card_targets_name_the_run_cards():
+    """results/{run}/gpus/{i}/ holds the records of a further card: one the run uses is planned,
+    another is refused with the cards allowed."""
+    card_ceiling = "results/local/gpus/1/ceilings/copy.json"
+    done = snakemake("-n", "--cores", "1", card_ceiling, "--config", "gpus=[0,1]")
+    assert done.returncode == 0 and "card_ceiling" in done.stdout, done.stdout + done.stderr
+    assert_one_sentence(
+        snakemake("-n", "--cores", "1", card_ceiling.replace("/1/", "/2/"), "--config", "gpus=[0,1]"),
+        "card 2 is not a further card of this run (config key 'gpus'",
+    )
+
+
+def test_good_targets_still_plan():
+    done = snakemake("-n", "--cores", "1", TIMING, "reports/local/figures/clocks.svg")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "timing" in done.stdout and "clock_figure" in done.stdout
+
+
+def test_duplicate_key_in_a_configfile_names_both_lines(tmp_path):
+    text = (REPO / "config" / "config.yaml").read_text()
+    path = tmp_path / "dup.yaml"
+    path.write_text(text + "\nrun: second\n")
+    first = 1 + next(i for i, line in enumerate(text.splitlines()) if line.startswith("run:"))
+    done = snakemake("-n", "--cores", "1", "--configfile", str(path))
+    assert_one_sentence(done, f"the key 'run' appears twice in one mapping, at lines {first} and")
+
+
+def test_bad_config_value_gets_one_sentence():
+    done = snakemake("-n", "--cores", "1", "--config", "run=a/b")
+    assert_one_sentence(done, "config key 'run'")
+
+
+def test_snakemake_own_config_errors_stay_short_where_the_kit_cannot_reach(tmp_path):
+    """A missing file or a YAML syntax error stops Snakemake before it reads the Snakefile, so
+    the kit cannot word them (README says so); this pins what a user sees."""
+    missing = snakemake("-n", "--configfile", str(tmp_path / "nosuch.yaml"))
+    assert missing.returncode != 0
+    assert "No such file or directory" in missing.stdout + missing.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("run: [a\n")
+    syntax = snakemake("-n", "--configfile", str(broken))
+    assert syntax.returncode != 0
+    assert "Config file is not valid JSON or YAML" in syntax.stdout + syntax.stderr
+
+
+def checkout_copy(tmp_path: Path, runs: list[str]) -> Path:
+    """The workflow's tracked files (as in this working tree) and the named runs, in a new git
+    repository where the runs are committed."""
+    copy = tmp_path / "checkout"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in listed.decode().split("\0"):
+        if not name or (name.startswith(("results/", "reports/")) and name.split("/")[1] not in runs):
+            continue
+        source = REPO / name
+        if not source.exists() and not source.is_symlink():
+            continue
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), copy / name)
+        else:
+            shutil.copy2(source, copy / name)
+    for untracked in (REPO / "workflow").rglob("*"):
+        target = copy / untracked.relative_to(REPO)
+        if untracked.is_file() and "__pycache__" not in untracked.parts and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(untracked, target)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=copy, check=True)
+    subprocess.run([*git, "commit", "-qm", "copy"], cwd=copy, check=True)
+    return copy
+
+
+def cuda_usable() -> bool:
+    sys.path.insert(0, str(REPO / "workflow"))
+    from kernelkit import KitError, device
+
+    try:
+        device.cupy()
+    except KitError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(cuda_usable(), reason="this machine has CuPy and a GPU: the no-GPU message cannot appear")
+def test_no_gpu_is_the_first_thing_said(tmp_path):
+    copy = checkout_copy(tmp_path, runs=[])
+    done = snakemake("--cores", "1", "--config", "run=x", cwd=copy)
+    assert_one_sentence(done, "CuPy is not installed")
+    assert not (copy / "results" / "x").exists()
+    assert not list((copy / ".snakemake" / "locks").glob("*")) if (copy / ".snakemake" / "locks").exists() else True
+
+
+def test_committed_run_is_not_overwritten(tmp_path):
+    """The kernels have layouts and controls that h200-s5a never recorded, so naming it asks for
+    GPU jobs: without overwrite they are refused in one sentence before any job starts, and the
+    committed files stay as they are."""
+    copy = checkout_copy(tmp_path, runs=["h200-s5a"])
+    before = {p: p.read_bytes() for p in (copy / "results" / "h200-s5a").rglob("*") if p.is_file()}
+    done = snakemake("--cores", "1", "--config", "run=h200-s5a", cwd=copy)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "Traceback" not in output
+    last = output.rstrip().splitlines()[-1]
+    assert last.startswith(
+        "kernelkit: run 'h200-s5a' is committed (git tracks files in results/h200-s5a/) and this command would run "
+    ), last
+    assert last.endswith("name a new run with --config run=NAME, or add --config overwrite=True to replace its evidence")
+    after = {p: p.read_bytes() for p in (copy / "results" / "h200-s5a").rglob("*") if p.is_file()}
+    assert after == before
+    forced = snakemake("-n", "--cores", "1", "--config", "run=h200-s5a", "overwrite=True", cwd=copy)
+    assert forced.returncode == 0 and "rule timing:" in forced.stdout
+
+
+def test_abandoned_temporary_files_go_and_live_ones_stay(tmp_path, monkeypatch):
+    """The atomic writer names its host and pid; the cleanup at a run's start deletes a temp
+    file only when that writer ran here and is gone."""
+    sys.path.insert(0, str(REPO / "workflow"))
+    import socket
+
+    from kernelkit import records
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(gone.stdout)
+    folder = tmp_path / "timing" / "rmsnorm"
+    folder.mkdir(parents=True)
+    host = socket.gethostname()
+    abandoned = folder / f".rep1.json.tmp-{host}-{dead_pid}-abc123_x"
+    live = folder / f".rep2.json.tmp-{host}-{os.getpid()}-abc123_y"
+    elsewhere = folder / f".rep3.json.tmp-{host}.other-{dead_pid}-abc123_z"
+    foreign = folder / ".rep4.json.tmp-q1w2e3r4"  # a name the writer never makes
+    for path in (abandoned, live, elsewhere, foreign):
+        path.write_text("{")
+    assert records.remove_abandoned_temps(tmp_path) == [abandoned]
+    assert not abandoned.exists() and live.exists() and elsewhere.exists() and foreign.exists()
+
+    written = folder / "rep5.json"
+    seen = []
+    original = os.replace
+
+    def spy(source, target):
+        seen.append(Path(source).name)
+        original(source, target)
+
+    monkeypatch.setattr(records.os, "replace", spy)
+    records.write_json_atomic(written, {"a": 1})
+    assert records._TEMP_NAME.match(seen[0])["pid"] == str(os.getpid())
+    assert records._TEMP_NAME.match(seen[0])["host"] == host

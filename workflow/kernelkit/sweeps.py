@@ -1,0 +1,56 @@
+"""Parameter sweeps as tracked targets: which points a config's `kernels.<op>.sweeps` expands to.
+
+A spec declares, per base layout, a grid {param: values} (`KernelSpec.sweeps`); the config picks
+which grids to expand. Every valid point becomes a layout of its own, in the file-safe spelling
+`base@p=v,...` that paths, wildcards and records use (the report writes `base[p=v,...]`), so it
+gets a correctness target, a timing target per shape and repeat, and a place in the shuffled
+plan like any hand-written layout. Points the spec refuses are left out; the report counts them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from kernelkit import KitError
+from kernelkit import spec as specs
+
+
+def configured_sweeps(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[specs.Sweep]:
+    """The expanded grids a kernel's config entry selects, checked at its configured shapes."""
+    shapes = [spec.parse_shape(shape) for shape in entry["shapes"]]
+    return [spec.sweep(base, shapes) for base in entry.get("sweeps", [])]
+
+
+def layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
+    """Every layout a kernel's targets run: the configured ones, then each selected sweep's valid points."""
+    points = [specs.file_name(name) for sweep in configured_sweeps(spec, entry) for name in sweep.names]
+    return [*entry["layouts"], *(p for p in points if p not in entry["layouts"])]
+
+
+def control_layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
+    """The layouts each negative control runs: every hand-written layout of the spec, and the first
+    valid point of each selected sweep.
+
+    A control mutates the CUDA source, so it must run every layout a mutation could be aimed at,
+    configured or not. A sweep point is the same source as its base, built with other -D options:
+    the mutated text is the same code, so one point shows that the control is caught under the
+    sweep's compile options (a point may take another code path, e.g. a tile size that leaves no
+    partial step), while the base layout's build catches it at the spec's own parameters. Running
+    every point would multiply each control by the grid (a 50-point grid and 5 controls: 250 builds)
+    for no new kind of evidence; each point still gets its own correctness target, which is what
+    shows that its build computes the right result.
+    """
+    firsts = [specs.file_name(sweep.names[0]) for sweep in configured_sweeps(spec, entry) if sweep.names]
+    return [*spec.layouts, *firsts]
+
+
+def check_config(kernel: str, entry: Mapping[str, Any], spec: specs.KernelSpec) -> None:
+    """One sentence for a sweep the spec does not define, or one whose every point it refuses."""
+    for index, base in enumerate(entry.get("sweeps", [])):
+        if base not in spec.sweeps:
+            raise KitError(f"config key 'kernels.{kernel}.sweeps.{index}' names '{base}', which {kernel} defines no "
+                           f"sweep for; allowed: {', '.join(spec.sweeps) or '(none)'}")
+    for sweep in configured_sweeps(spec, entry):
+        if not sweep.valid:
+            raise KitError(f"config key 'kernels.{kernel}.sweeps' selects '{sweep.base}', whose every point the spec "
+                           f"refuses at the configured shapes, e.g. {sweep.invalid[0][1]}")

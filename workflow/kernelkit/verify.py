@@ -1,0 +1,135 @@
+"""Verification at the timed shape: the timed configuration's own output, once, against float64.
+
+The correctness cases stop at small sizes (rmsnorm width 8193, triangle n 64, neighbor 100
+nodes) while the timed shapes are larger; a kernel whose error appears only beyond the largest
+correctness shape would pass every check and be timed, wrong. So every timed target and span
+launches its implementation once on the timed inputs, outside any timed interval, and compares
+the output with the spec's float64 reference under the spec's tolerance (and error scale).
+
+The reference runs on the GPU: CuPy implements NumPy's dispatch protocols, so a reference written
+with NumPy functions runs on CuPy arrays as it is (or a spec gives `device_reference`). Where it
+cannot, the CPU computes it, up to CPU_REFERENCE_MAX_ELEMENTS output elements; beyond that the
+record says verification was not possible, and why. `compare` works on NumPy and CuPy arrays alike,
+so the judgement is tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from kernelkit import KitError
+from kernelkit.spec import KernelSpec, Shape, Tolerance
+
+# A float64 reference of 2^24 output elements takes seconds on one CPU core; larger ones are not tried.
+CPU_REFERENCE_MAX_ELEMENTS = 1 << 24
+
+
+def compare(out: Any, reference: Any, tolerance: Tolerance, scale: Any = None) -> dict[str, Any]:
+    """How many elements of `out` miss |out - ref| <= abs + rel * scale (scale: |ref| unless given);
+    NaN and Inf never pass. `out`, `reference` and `scale` are all NumPy or all CuPy arrays."""
+    from kernelkit.library import array_module
+
+    xp = array_module(out)
+    out64 = out.astype(xp.float64).reshape(-1)
+    ref = reference.astype(xp.float64).reshape(-1)
+    if out64.size != ref.size:
+        raise ValueError(f"output holds {out64.size} elements, the reference {ref.size}")
+    finite = xp.isfinite(out64)
+    error = xp.where(finite, xp.abs(out64 - ref), xp.inf)
+    magnitude = xp.abs(ref) if scale is None else scale.astype(xp.float64).reshape(-1)
+    bad = ~(error <= tolerance.abs + tolerance.rel * magnitude)
+    finite_error = error[finite]
+    return {
+        "elements": int(ref.size),
+        "mismatched": int(xp.count_nonzero(bad)),
+        "nonfinite": int(xp.count_nonzero(~finite)),
+        "max_abs_error": float(finite_error.max()) if finite_error.size else 0.0,
+        "passed": not bool(bad.any()),
+        "tolerance": {"abs": tolerance.abs, "rel": tolerance.rel, "scale": "|reference|" if scale is None else "error_scale"},
+    }
+
+
+def failure_sentence(kernel: str, shape: str, layout: str, verdict: Mapping[str, Any]) -> str:
+    nonfinite = f", {verdict['nonfinite']} of them NaN or Inf" if verdict["nonfinite"] else ""
+    return (f"{kernel} {shape} {layout}: output at the timed shape differs from the float64 reference in "
+            f"{verdict['mismatched']} of {verdict['elements']} elements{nonfinite} (max |err| {verdict['max_abs_error']:.3e}); "
+            "nothing timed")
+
+
+def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray]) -> tuple[Any, Any, str]:
+    """(reference, scale or None, where it was computed); reference None when it could not be."""
+    from kernelkit import device
+
+    cp = device.cupy()
+    on_device = device.upload(host_inputs)
+    compute = spec.device_reference or spec.reference
+    try:
+        reference = compute(on_device)
+        scale = spec.error_scale(on_device) if spec.error_scale else None
+        if not isinstance(reference, cp.ndarray) or not (scale is None or isinstance(scale, cp.ndarray)):
+            raise TypeError("the reference returned a host array")
+        return reference, scale, "float64 on GPU"
+    except Exception as error:  # a NumPy-only function (np.add.at on a host array, ...)
+        why = f"{type(error).__name__}: {error}"[:200]
+    del on_device
+    cp.get_default_memory_pool().free_all_blocks()
+    elements = math.prod(spec.output_shape(shape))
+    if elements > CPU_REFERENCE_MAX_ELEMENTS:
+        return None, None, (f"not verified: the reference does not run on CuPy ({why}) and {elements} output elements "
+                            f"are above the CPU limit of {CPU_REFERENCE_MAX_ELEMENTS}")
+    reference = cp.asarray(spec.reference(host_inputs))
+    scale = cp.asarray(spec.error_scale(host_inputs)) if spec.error_scale else None
+    return reference, scale, f"float64 on CPU (the reference does not run on CuPy: {why})"
+
+
+def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, host_inputs: Mapping[str, np.ndarray],
+                        implementation: Any) -> dict[str, Any]:
+    """One untimed call of `implementation` on the timed inputs, judged against float64; KitError
+    (one sentence, nothing timed) when it misses the tolerance. Returns the record's `verified`."""
+    from kernelkit import device, library
+
+    cp = device.cupy()
+    shape = spec.parse_shape(shape_text)
+    if implementation.out is not None:
+        implementation.out.fill(cp.nan)  # an element the kernel leaves unwritten then fails
+    result = implementation.call()
+    out = implementation.out if implementation.out is not None else library.as_cupy(result)
+    cp.cuda.Device().synchronize()
+    reference, scale, where = reference_for(spec, shape, host_inputs)
+    if reference is None:
+        del out, result
+        cp.get_default_memory_pool().free_all_blocks()
+        print(f"{spec.name} {shape_text} {layout}: {where}")
+        return {"passed": None, "reference": where}
+    verdict = {**compare(out, reference, spec.tolerance, scale), "reference": where}
+    del reference, scale, out, result  # a baseline's own output too: only the implementation's buffers stay
+    cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
+    if not verdict["passed"]:
+        raise KitError(failure_sentence(spec.name, shape_text, layout, verdict))
+    print(f"{spec.name} {shape_text} {layout}: output verified against the {where} reference, "
+          f"max |err| {verdict['max_abs_error']:.3e} over {verdict['elements']} elements")
+    return verdict
+
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the timing records say about their timed-shape verification; None when none carries one
+    (runs made before it existed). A failing verification writes no record, so none appears here."""
+    verified = [r for r in records if isinstance(r.get("verified"), dict)]
+    if not verified:
+        return None
+    passed = [r for r in verified if r["verified"].get("passed") is True]
+    worst = max(passed, key=lambda r: r["verified"]["max_abs_error"], default=None)
+    return {
+        "records": len(records),
+        "verified": len(passed),
+        "not_verified": [f"{r['kernel']} {r['shape']} {r['layout']}: {r['verified'].get('reference')}"
+                         for r in verified if r["verified"].get("passed") is not True],
+        "without": len(records) - len(verified),
+        "references": sorted({r["verified"].get("reference", "") for r in passed}),
+        "worst": None if worst is None else {key: worst[key] for key in ("kernel", "shape", "layout")}
+        | {"max_abs_error": worst["verified"]["max_abs_error"]},
+    }

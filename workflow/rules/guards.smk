@@ -1,0 +1,215 @@
+# Checks that stop a Snakemake run with one sentence before the DAG is built (targets) or before
+# the first job starts (no GPU, a committed run), and the cleanup of interrupted writes.
+# Snakemake builds the DAG only after the Snakefile is read, and wraps any exception of an input
+# function in an InputFunctionException block, so what can be checked up front is checked here.
+import contextlib
+import io
+
+from kernelkit import device as kit_device
+from kernelkit import records as kit_records
+
+
+# Options after which Snakemake runs no job: they get no GPU check.
+NO_JOB_OPTIONS = ("dryrun", "lint", "list_rules", "list_target_rules", "unlock", "report", "dag",
+                  "rulegraph", "filegraph", "d3dag", "summary", "detailed_summary", "touch",
+                  "cleanup_metadata", "cleanup_shadow", "list_changes", "list_input_changes",
+                  "list_params_changes", "list_untracked", "list_conda_envs", "conda_create_envs_only",
+                  "conda_cleanup_envs", "containerize", "generate_unit_tests", "print_compilation",
+                  "export_cwl", "delete_all_output", "delete_temp_output", "archive")
+
+
+def command_line():
+    """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs
+    on this machine, or (None, None) where there is no command to read (a job's own process,
+    Snakemake run as a library). Snakemake hands neither to the Snakefile while it is read, so
+    the command line is parsed again by Snakemake's own parser, profiles included (the SLURM
+    profile names its executor there), with the parser's messages silenced: Snakemake's own
+    parse of the same line has printed them already."""
+    if not workflow.is_main_process or os.path.basename(sys.argv[0]) != "snakemake":
+        return None, None
+    from snakemake.cli import parse_args
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            _, args = parse_args(sys.argv[1:])
+    except (Exception, SystemExit):
+        return None, None
+    local = getattr(args, "executor", None) in (None, "local")
+    runs_jobs = local and not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
+    return list(args.targets or []), runs_jobs
+
+
+class TargetParts:
+    """A target's wildcards, as the input functions of common.smk read them."""
+
+    def __init__(self, parts):
+        self.__dict__.update(parts)
+
+
+def template_pattern(template):
+    return re.compile(
+        "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
+    )
+
+
+# The result templates of one run that a target may name, with what checks their wildcards.
+TARGET_CHECKS = [
+    (paths.TIMING, timed_target),
+    (paths.SPAN, checked_span),
+    (paths.CORRECTNESS, checked_layout),
+    (paths.CONTROL, checked_control),
+    (paths.SANITIZER, checked_layout),
+    (paths.PROFILE, profile_inputs),
+    (paths.CLOCK_FIGURE, None),
+    (paths.FIGURE, figure_inputs),
+    (paths.CARD_ENVIRONMENT, checked_card),
+    (paths.CARD_CEILING, checked_card),
+]
+
+
+def target_problem(target):
+    """One sentence on what is wrong with a target path, or None for one the kit can build."""
+    if os.path.isabs(target):
+        target = os.path.relpath(target)
+    clean = os.path.normpath(target)
+    if clean == ".." or clean.startswith("../"):
+        return f"target '{target}' is outside this checkout; name it from the repository root, as results/{RUN}/..."
+    parts = clean.split("/")
+    if parts[0] not in ("results", "reports") or len(parts) < 2 or parts[1] == "diff":
+        return None  # a name of a rule, a diff or another file: left to Snakemake
+    if parts[1] != RUN:
+        return (
+            f"target '{target}' belongs to run '{parts[1]}', not to this run '{RUN}'; "
+            f"add --config run={parts[1]} to build it"
+        )
+    for template, check in TARGET_CHECKS:
+        match = template_pattern(template).match(clean)
+        if not match:
+            continue
+        if check is None:
+            return None
+        wildcards = TargetParts(match.groupdict())
+        repeat = getattr(wildcards, "n", "1")
+        if not re.fullmatch(r"[1-9][0-9]*", repeat):
+            return f"target '{target}' names repeat 'rep{repeat}'; repeats count from rep1 (config keys 'timing.repeats', 'span.repeats')"
+        if getattr(wildcards, "view", "timing") not in ("timing", "cold"):
+            return None
+        try:
+            if hasattr(wildcards, "kernel"):
+                checked_kernel(wildcards)
+            check(wildcards)
+        except WorkflowError as error:
+            return f"target '{target}': {error.args[0]}"
+        return None
+    return None
+
+
+def check_targets():
+    targets, _ = command_line()
+    for target in targets or []:
+        problem = target_problem(target)
+        if problem:
+            refuse(problem)
+
+
+GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CARD_ENVIRONMENT, paths.CARD_CEILING, paths.CORRECTNESS, paths.CONTROL, paths.TIMING,
+               paths.SPAN, paths.SANITIZER, paths.PROFILE]
+
+
+def gpu_surely_needed(targets):
+    """Whether the command must run a GPU job, read from the targets and the files alone: the
+    run's environment record is missing (every target of the run needs it), or a named GPU
+    record is. Anything less certain is left to the check before the first job."""
+    run_dir = paths.path(paths.RUN_DIR, run=RUN)
+    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
+    names = [os.path.normpath(t) for t in targets] if targets else ["all"]
+    if not os.path.exists(paths.path(paths.ENVIRONMENT, run=RUN)) and any(
+        name == "all" or name.startswith((f"{run_dir}/", f"{report_dir}/")) for name in names
+    ):
+        return True
+    return any(
+        template_pattern(template).match(name) and not os.path.exists(name)
+        for name in names
+        for template in GPU_RECORDS
+    )
+
+
+def gpu_problem():
+    """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
+    environment or on other machines are not asked about: this process's Python is not theirs."""
+    from snakemake.settings.types import DeploymentMethod
+
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return None
+    if workflow.executor_plugin is not None and not workflow.local_exec:
+        return None  # jobs run elsewhere (SLURM): this machine needs no GPU
+    try:
+        kit_device.cupy()
+    except KitError as error:
+        return str(error)
+    return None
+
+
+def check_gpu_up_front():
+    """No GPU and a command that surely needs one: the sentence, before Snakemake prints more."""
+    targets, runs_jobs = command_line()
+    if targets is None or not runs_jobs:
+        return
+    if gpu_surely_needed(targets):
+        problem = gpu_problem()
+        if problem:
+            refuse(problem)
+
+
+def gpu_jobs(jobs):
+    return [job for job in jobs if dict(job.resources).get("gpu", 0)]
+
+
+def refuse_to_overwrite_committed(jobs):
+    """A committed run is evidence: a GPU job in it (a new measurement) is refused unless the
+    command says overwrite. Its summary and reports, computed from its records, still build."""
+    measuring = gpu_jobs(jobs)
+    if not measuring or not FROZEN:
+        return
+    run_dir = paths.path(paths.RUN_DIR, run=RUN)
+    refuse(
+        f"run '{RUN}' is committed (git tracks files in {run_dir}/) and this command would run "
+        f"{len(measuring)} GPU job{'s' if len(measuring) != 1 else ''} in it (first: {measuring[0].output[0]}); name a new run with "
+        f"--config run=NAME, or add --config overwrite=True to replace its evidence"
+    )
+
+
+def refuse_without_gpu(jobs):
+    """No GPU or no CuPy and GPU jobs planned: the kit's own sentence, before a job starts."""
+    problem = gpu_jobs(jobs) and gpu_problem()
+    if problem:
+        refuse(f"{problem} ({len(gpu_jobs(jobs))} planned jobs need the GPU)")
+
+
+check_targets()
+check_gpu_up_front()
+
+
+def before_first_job():
+    """Snakemake's onstart: the DAG is built, no job has started, and dry runs never get here."""
+    jobs = list(workflow.dag.needrun_jobs())
+    refuse_to_overwrite_committed(jobs)
+    refuse_without_gpu(jobs)
+    for removed in kit_records.remove_abandoned_temps(paths.path(paths.RUN_DIR, run=RUN)):
+        print(f"kernelkit: removed {removed}, left by an interrupted write", file=sys.stderr)
+
+
+def after_failure():
+    """Snakemake's onerror: each failed job's own sentence, the last line of its log, so that the
+    reason is on screen and not only in results/{run}/logs/ (a job's kernelkit command ends its
+    log with one sentence)."""
+    for job in sorted(workflow.scheduler.failed, key=lambda job: str(job.log)):
+        for name in job.log:
+            try:
+                with open(name, encoding="utf-8", errors="replace") as handle:
+                    lines = [line.strip() for line in handle if line.strip()]
+            except OSError:
+                continue
+            if lines:
+                print(f"kernelkit: {job.rule.name} failed ({name}): {lines[-1]}", file=sys.stderr)
+
