@@ -70,6 +70,18 @@ def test_bad_target_gets_one_sentence(target, expected):
     assert_one_sentence(snakemake("-n", "--cores", "1", target), expected)
 
 
+def test_per_card_targets_name_the_run_cards():
+    """results/{run}/gpus/{i}/ holds the records of a further card: one the run uses is planned,
+    another is refused with the cards allowed."""
+    card_ceiling = "results/local/gpus/1/ceilings/copy.json"
+    done = snakemake("-n", "--cores", "1", card_ceiling, "--config", "gpus=[0,1]")
+    assert done.returncode == 0 and "card_ceiling" in done.stdout, done.stdout + done.stderr
+    assert_one_sentence(
+        snakemake("-n", "--cores", "1", card_ceiling.replace("/1/", "/2/"), "--config", "gpus=[0,1]"),
+        "card 2 is not a further card of this run (config key 'gpus'",
+    )
+
+
 def test_good_targets_still_plan():
     done = snakemake("-n", "--cores", "1", TIMING, "reports/local/figures/clocks.svg")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -252,7 +252,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
-    write_record(args.output, {**record, "device_name": device.device_name(), "unit": "microseconds per call",
+    write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
                                "sizes": sizes, "nvml_before": before, "nvml_after": after,
                                "busy_before_pct": gpu.busy_before_pct, "idle_wait": gpu.idle_wait,
                                "job": clock.describe()})

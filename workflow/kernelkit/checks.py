@@ -250,10 +250,16 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:
-        write_record(args.output, {**record, "passed": bool(layouts), "job": clock.describe()})
+        write_record(args.output, {**record, **_card(), "passed": bool(layouts), "job": clock.describe()})
     if layouts:
         print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
     return 0
+
+
+def _card() -> dict[str, Any]:
+    from kernelkit import device
+
+    return device.card()
 
 
 def catching_check(case: Mapping[str, Any]) -> str:
@@ -307,6 +313,7 @@ def cmd_control(args: argparse.Namespace) -> int:
             args.output,
             {
                 **record,
+                **_card(),
                 "control": args.control,
                 "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
                 "layouts": args.layout,

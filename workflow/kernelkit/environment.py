@@ -222,6 +222,7 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
     with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
         snapshot = nvml.snapshot()
     return {
+        **device.card(),
         "captured_utc": utc_now(),
         "config_sha256": canonical_hash(config),
         "host": _host_fields(),

@@ -15,6 +15,11 @@ RUN_DIR = "results/{run}"
 CONFIG = f"{RUN_DIR}/config.json"
 ENVIRONMENT = f"{RUN_DIR}/environment.json"
 CEILING = f"{RUN_DIR}/ceilings/{{ceiling}}.json"
+# Several GPUs on one host: the run's first card records at the two paths above, every further
+# card i the same records under gpus/i/ (a one-card run, and every run before, has no gpus/).
+CARD_DIR = f"{RUN_DIR}/gpus/{{gpu}}"
+CARD_ENVIRONMENT = f"{CARD_DIR}/environment.json"
+CARD_CEILING = f"{CARD_DIR}/ceilings/{{ceiling}}.json"
 CORRECTNESS = f"{RUN_DIR}/correctness/{{kernel}}/{{layout}}.json"
 CONTROL = f"{RUN_DIR}/controls/{{kernel}}/{{control}}.json"
 # view: "timing" for warm-cache targets, "cold" for cold ones (see timing_view).
@@ -76,3 +81,11 @@ def glob_pattern(kind: str) -> str:
 def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
     """The result files of one kind (a key of KINDS) in a run directory, sorted."""
     return sorted(Path(run_dir).glob(glob_pattern(kind)))
+
+
+def card_dirs(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """The directories holding a card's environment.json and ceilings/: the run's own first,
+    then gpus/<i>/ of every further card, by index."""
+    root = Path(run_dir)
+    further = sorted((p for p in root.glob("gpus/*") if p.name.isdigit()), key=lambda p: int(p.name))
+    return [root, *further]

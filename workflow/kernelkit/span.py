@@ -145,6 +145,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     write_record(
         args.output,
         {
+            **device.card(),
             "kernel": spec.name,
             "shape": args.shape,
             "dims": dict(zip(spec.dims, shape)),

@@ -349,6 +349,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         args.output,
         {
             **identity,
+            **device.card(),
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,

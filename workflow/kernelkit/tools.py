@@ -169,6 +169,12 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     return {"ncu_arguments": ncu_arguments, "program": program[1:], "launches": launches, "exit_code": done.returncode}
 
 
+def _card() -> dict[str, Any]:
+    from kernelkit import device
+
+    return device.card()
+
+
 def cmd_sanitize(args: argparse.Namespace) -> int:
     from kernelkit.checks import sanitizer_cases
 
@@ -180,14 +186,14 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
               **sanitize(spec.name, args.layout)}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, record)
+        write_record(args.output, {**record, **_card()})
         return 0
     for tool, result in record["tools"].items():
         print(f"--- {tool} ---\n{result['tail']}")
     found = findings(record)
     if found:
         raise KitError(f"{spec.name} {args.layout}: {'; '.join(found)} over {len(cases)} cases; nothing will be timed")
-    write_record(args.output, record)
+    write_record(args.output, {**record, **_card()})
     print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)})")
     return 0
 
@@ -198,7 +204,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     spec.parse_shape(args.shape)
     record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout,
               **profile(spec.name, args.shape, args.layout)}
-    write_record(args.output, record)
+    write_record(args.output, {**record, **_card()})
     print(f"profile skipped: {record['skipped']}" if "skipped" in record else
           f"profiled {len(record['launches'])} kernel launches in one call")
     return 0

@@ -12,6 +12,7 @@ from snakemake.utils import validate
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
 from kernelkit import KitError
+from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
@@ -27,6 +28,11 @@ def refuse(sentence):
     """Stop Snakemake with the kit's one sentence and exit status 1, nothing around it."""
     raise SystemExit(f"kernelkit: {sentence}")
 
+
+# `--config gpus=[0,1]` arrives as a list of strings.
+config["gpus"] = kit_cards.from_command_line(config.get("gpus"))
+if config["gpus"] is None:
+    del config["gpus"]
 
 try:
     # Snakemake's YAML loader keeps the last of two equal keys; the kit's reader names the line.
@@ -62,6 +68,17 @@ CHECK_SETTINGS = CheckSettings.json_from_config(config)
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
+
+# Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed
+# before the run. Under an executor that allocates GPUs itself (SLURM), or with `gpus: allocated`,
+# the allocation's CUDA_VISIBLE_DEVICES stands and GPUS is None.
+try:
+    GPUS = kit_cards.discover(config.get("gpus"))
+except KitError as error:
+    raise WorkflowError(str(error)) from None
+if not workflow.local_exec:
+    GPUS = None
+CARD_OF_SHAPE = kit_cards.assign(kit_cards.expected_work(config, SPECS), GPUS) if GPUS else {}
 
 
 def committed_files(run_dir):
@@ -106,6 +123,7 @@ wildcard_constraints:
     control=r"[A-Za-z0-9_]+",
     shape=r"[^/]+",
     n=r"[1-9][0-9]*",
+    gpu=r"[0-9]+",
     view=r"timing|cold",
     ceiling="|".join(CEILING_KINDS),
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
@@ -362,14 +380,18 @@ def report_kernel_files():
     ]
 
 
+def ceiling_kinds():
+    """The L2 copy only where the config keeps it (ceilings.l2)."""
+    return [kind for kind in CEILING_KINDS if kind != "l2" or config["ceilings"]["l2"]]
+
+
 def ceiling_files():
-    """The run's own limits; the L2 copy only where the config keeps it (ceilings.l2)."""
-    kinds = [kind for kind in CEILING_KINDS if kind != "l2" or config["ceilings"]["l2"]]
-    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in kinds]
+    """The run's own limits, measured on its first card."""
+    return [paths.path(paths.CEILING, run=RUN, ceiling=kind) for kind in ceiling_kinds()]
 
 
 def all_targets():
-    targets = [paths.path(paths.ENVIRONMENT, run=RUN), *ceiling_files()]
+    targets = [paths.path(paths.ENVIRONMENT, run=RUN), *ceiling_files(), *card_record_files()]
     for kernel in KERNELS:
         targets += correctness_files(kernel) + control_files(kernel)
     return (
@@ -385,3 +407,56 @@ def all_targets():
             paths.path(paths.REPORT_HTML, run=RUN),
         ]
     )
+
+
+def card_of(wildcards):
+    """The physical GPU a job runs on: its kernel/shape's card; a kernel's checks go to the card
+    of its first shape; a per-GPU job (environment, ceilings) names its card. None: allocated."""
+    if not GPUS:
+        return None
+    if "gpu" in wildcards.keys():
+        return checked_card(wildcards)
+    if "kernel" not in wildcards.keys():
+        return GPUS[0]
+    if "shape" in wildcards.keys():
+        return CARD_OF_SHAPE[(checked_kernel(wildcards), checked_shape(wildcards))]
+    return kit_cards.kernel_card(config, CARD_OF_SHAPE, checked_kernel(wildcards))
+
+
+def pin(wildcards):
+    """Shell prefix giving the job its one card (empty where the allocation does)."""
+    return kit_cards.pin(card_of(wildcards))
+
+
+def card_resources():
+    """gpu_<i>=1 on the job's card i and 0 on the others, for every GPU rule's resources:, so that
+    `--resources gpu_<i>=N` can bound each card's jobs. None where the allocation picks the card."""
+    return {
+        kit_cards.resource(gpu): (lambda wildcards, gpu=gpu: int(card_of(wildcards) == gpu))
+        for gpu in GPUS or []
+    }
+
+
+def checked_card(wildcards):
+    """A further card of the run (`results/{run}/gpus/{i}/...`); the first card's records are the run's own."""
+    further = (GPUS or [])[1:]
+    if int(wildcards.gpu) not in further:
+        raise WorkflowError(
+            f"card {int(wildcards.gpu)} is not a further card of this run (config key 'gpus'; the first card's "
+            f"records are results/{RUN}/environment.json and ceilings/); allowed: {', '.join(map(str, further)) or '(none)'}"
+        )
+    if hasattr(wildcards, "ceiling") and wildcards.ceiling not in ceiling_kinds():
+        raise WorkflowError(
+            f"ceiling '{wildcards.ceiling}' is not configured; allowed: {', '.join(ceiling_kinds())}"
+        )
+    return int(wildcards.gpu)
+
+
+def card_record_files():
+    """Environment and ceilings of every card after the first (the first's are the run's own)."""
+    return [
+        paths.path(template, run=RUN, gpu=gpu, ceiling=kind)
+        for gpu in (GPUS or [])[1:]
+        for template, kind in [(paths.CARD_ENVIRONMENT, None)]
+        + [(paths.CARD_CEILING, kind) for kind in ceiling_kinds()]
+    ]

@@ -10,11 +10,13 @@ rule correctness:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         layout=checked_layout,
         settings=CHECK_SETTINGS,
     shell:
-        "python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
+        "{params.pin}python -m kernelkit correctness --kernel {wildcards.kernel} --layout {params.layout}"
         " --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
@@ -31,14 +33,16 @@ rule negative_control:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         control=checked_control,
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
         settings=CHECK_SETTINGS,
     shell:
-        "python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
+        "{params.pin}python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
         " {params.layouts} --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
@@ -60,8 +64,10 @@ rule sanitize:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         layout=checked_layout,
     shell:
-        "python -m kernelkit sanitize --kernel {wildcards.kernel} --layout {params.layout}"
+        "{params.pin}python -m kernelkit sanitize --kernel {wildcards.kernel} --layout {params.layout}"
         " --output {output} > {log} 2>&1"

@@ -28,8 +28,11 @@ rule environment:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
+    params:
+        pin=pin,
     shell:
-        "python -m kernelkit environment --config {input} --output {output} > {log} 2>&1"
+        "{params.pin}python -m kernelkit environment --config {input} --output {output} > {log} 2>&1"
 
 
 rule ceiling:
@@ -46,8 +49,25 @@ rule ceiling:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         settings=CEILING_SETTINGS,
     shell:
-        "python -m kernelkit ceiling --kind {wildcards.ceiling} --settings {params.settings:q}"
+        "{params.pin}python -m kernelkit ceiling --kind {wildcards.ceiling} --settings {params.settings:q}"
         " --output {output} > {log} 2>&1"
+
+
+# Every further card of a multi-GPU run records its own environment and ceilings (layout.py).
+use rule environment as card_environment with:
+    output:
+        paths.CARD_ENVIRONMENT,
+    log:
+        paths.log(paths.CARD_ENVIRONMENT),
+
+
+use rule ceiling as card_ceiling with:
+    output:
+        paths.CARD_CEILING,
+    log:
+        paths.log(paths.CARD_CEILING),

@@ -62,6 +62,8 @@ TARGET_CHECKS = [
     (paths.PROFILE, profile_inputs),
     (paths.CLOCK_FIGURE, None),
     (paths.FIGURE, figure_inputs),
+    (paths.CARD_ENVIRONMENT, checked_card),
+    (paths.CARD_CEILING, checked_card),
 ]
 
 
@@ -93,7 +95,8 @@ def target_problem(target):
         if getattr(wildcards, "view", "timing") not in ("timing", "cold"):
             return None
         try:
-            checked_kernel(wildcards)
+            if hasattr(wildcards, "kernel"):
+                checked_kernel(wildcards)
             check(wildcards)
         except WorkflowError as error:
             return f"target '{target}': {error.args[0]}"
@@ -109,7 +112,7 @@ def check_targets():
             refuse(problem)
 
 
-GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CORRECTNESS, paths.CONTROL, paths.TIMING,
+GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CARD_ENVIRONMENT, paths.CARD_CEILING, paths.CORRECTNESS, paths.CONTROL, paths.TIMING,
                paths.SPAN, paths.SANITIZER, paths.PROFILE]
 
 

@@ -21,13 +21,15 @@ rule timing:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         settings=TIMING_SETTINGS,
         order_seed=config["timing"]["order_seed"],
         order_key=lambda wildcards: timed_target(wildcards).order_key,
         cache=lambda wildcards: timed_target(wildcards).cache,
     shell:
-        "python -m kernelkit time --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
+        "{params.pin}python -m kernelkit time --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
         " --repeat {wildcards.n} --order-seed {params.order_seed} --order-key {params.order_key}"
         " --cache {params.cache} --settings {params.settings:q}"
         " --correctness {input.correctness} --controls {input.controls} --sanitizer {input.sanitizer}"
@@ -52,11 +54,13 @@ rule span:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
     params:
+        pin=pin,
         pairs=span_arguments,
         settings=SPAN_SETTINGS,
     shell:
-        "python -m kernelkit span --kernel {wildcards.kernel} --shape {wildcards.shape} {params.pairs}"
+        "{params.pin}python -m kernelkit span --kernel {wildcards.kernel} --shape {wildcards.shape} {params.pairs}"
         " --controls {input.controls} --sanitizer {input.sanitizer} --repeat {wildcards.n}"
         " --settings {params.settings:q}"
         " --output {output} > {log} 2>&1"
@@ -77,6 +81,9 @@ rule profile:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
+        **card_resources(),
+    params:
+        pin=pin,
     shell:
-        "python -m kernelkit profile --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
+        "{params.pin}python -m kernelkit profile --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
         " --output {output} > {log} 2>&1"

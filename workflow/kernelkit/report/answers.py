@@ -168,8 +168,13 @@ def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]
                      ", ".join(f"rep{v['repeat']} {'holds' if v['holds'] else 'fails'}" for v in answer.verdicts),
                      f"holds on {len(answer.holds_everywhere)} of {len(answer.shapes)} shapes in "
                      + ("both repeats" if len(answer.verdicts) == 2 else f"all {len(answer.verdicts)} repeats"),
-                     _counter_examples(answer)])
+                     _counter_examples(answer) + _across_cards(run, h["kernel"])])
     return rows
+
+
+def _across_cards(run: Run, kernel: str) -> str:
+    mixed = run.mixed_card_shapes(kernel)
+    return f"; compares cards on {', '.join(mixed)} (timings from several cards)" if mixed else ""
 
 
 def section_answers(run: Run) -> doc.Section:

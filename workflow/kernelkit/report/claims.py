@@ -77,6 +77,10 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
     missing = [layout for layout in order if layout not in run.layouts(kernel)]
     if missing:
         differences.append(f"layouts not timed in this run: {', '.join(missing)}")
+    mixed = [shape for shape in shapes if shape in run.mixed_card_shapes(kernel)]
+    if mixed:
+        differences.append(f"timings of {', '.join(mixed)} come from several cards, so the layouts are compared "
+                           "across cards")
     measured, reproduced = {}, {}
     for shape in shapes:
         values = {layout: run.pooled_median(kernel, shape, layout) for layout in order}

@@ -15,7 +15,7 @@ from typing import Any
 from kernelkit import ceilings
 from kernelkit import document as doc
 from kernelkit.report import units
-from kernelkit.report.run import Run, method_used, target_name
+from kernelkit.report.run import Run, card_label, method_used, target_name
 from kernelkit.stats import DIFF_THRESHOLD
 
 
@@ -47,7 +47,7 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     correct = bool(cases) and all(c["passed"] for c in cases)
     fits = run.fits_in_l2(compulsory)
     memory = "L2" if fits else "DRAM"
-    rates = run.ceiling
+    rates = run.rates_for(records)
     if median_us is None or "copy_gb_s" not in rates or "gemm_gflop_s" not in rates:
         note = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)" if fits else "no ceilings measured in this run"
         return Judgement("unknown", memory, None, None, False, consistent, note)
@@ -149,6 +149,11 @@ def section_ceilings(run: Run) -> doc.Section | None:
             blocks.append(doc.Paragraph(f"{label} variants: " + "; ".join(
                 f"{name} {record[work] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} {unit}"
                 for name, v in sorted(record["variants"].items())) + f" (the ceiling is the fastest, {record['best']})."))
+    if run.cards:
+        blocks.append(doc.Paragraph("Every card of this run measured its own ceilings; a target is divided by those "
+                                    "of the card that timed it:"))
+        blocks.append(doc.Table(["Card", "Copy", "L2 copy", "GEMM", "Floor"], card_ceiling_rows(run),
+                                numeric=(1, 2, 3, 4)))
     if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} "
                                     "FLOPs per byte."))
@@ -158,6 +163,18 @@ def section_ceilings(run: Run) -> doc.Section | None:
         blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configuration{'s' if len(suspect) > 1 else ''}): "
                                     + "; ".join(suspect) + "."))
     return doc.Section("Ceilings and roofline", blocks)
+
+
+def card_ceiling_rows(run: Run) -> list[list[str]]:
+    """One row per card: the run's first card, then gpus/<i>/."""
+    first = card_label({"gpu_uuid": run.environment.get("gpu_uuid") or run.environment.get("gpu", {}).get("uuid"),
+                        "gpu_index": run.environment.get("gpu_index")}) or "first card"
+    rows = []
+    for label, rates in [(first, run.ceiling), *((card.label or "unnamed card", card.rates) for card in run.cards)]:
+        rows.append([label] + [f"{rates[key]:.1f} {unit}" if key in rates else "n/a" for key, unit in
+                               (("copy_gb_s", "GB/s"), ("l2_gb_s", "GB/s"), ("gemm_gflop_s", "GFLOP/s"))]
+                    + [f"{rates['floor_us']:.3f} us" if "floor_us" in rates else "n/a"])
+    return rows
 
 
 def suspect_ceilings(run: Run) -> list[str]:

@@ -16,7 +16,7 @@ import pandas as pd
 from kernelkit import KitError, ceilings
 from kernelkit import spec as specs
 from kernelkit.environment import is_unavailable
-from kernelkit.layout import run_result_files
+from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.records import read_json, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
@@ -78,6 +78,27 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     return records
 
 
+def card_label(record: dict[str, Any]) -> str | None:
+    """How the report names the card a record ran on: 'GPU <index> (<UUID>)', or None for records
+    from before cards were named."""
+    uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
+    if not uuid and index is None:
+        return None
+    return f"GPU {index if index is not None else '?'}" + (f" ({uuid})" if uuid else "")
+
+
+class Card:
+    """One card's environment and ceilings (layout.card_dirs): the run's first card, or gpus/<i>/."""
+
+    def __init__(self, directory: Path) -> None:
+        self.environment = read_json(directory / "environment.json")
+        self.ceilings = {r["kind"]: r for r in load(directory, "ceilings")}
+        self.rates = ceilings.rates(self.ceilings)
+        gpu = self.environment.get("gpu", {})
+        self.uuid = self.environment.get("gpu_uuid") or (gpu.get("uuid") if isinstance(gpu, dict) else None)
+        self.label = card_label({"gpu_uuid": self.uuid, "gpu_index": self.environment.get("gpu_index")})
+
+
 class Run:
     """The result files of one run directory, loaded once."""
 
@@ -96,6 +117,8 @@ class Run:
         self.skipped += cold_skipped
         self.ceilings = {r["kind"]: r for r in load(self.dir, "ceilings")}
         self.ceiling = ceilings.rates(self.ceilings)
+        # The first card's records are the two above; a multi-GPU run adds gpus/<i>/ for the others.
+        self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
         self.sanitizer = [read_json(p) for p in run_result_files(self.dir, "sanitizer")]
         self.profiles = [read_json(p) for p in run_result_files(self.dir, "profile")]
         if not self.timings:
@@ -161,6 +184,24 @@ class Run:
             except (KitError, TypeError, ValueError):
                 pass
         return int(record["bytes_moved"]), int(record["bytes_moved"])
+
+    def rates_for(self, records: list[dict[str, Any]]) -> dict[str, float]:
+        """The ceilings of the card that timed these records: the card whose UUID they name, else
+        the run's own (one-card runs and runs from before cards were named)."""
+        uuids = {r.get("gpu_uuid") for r in records}
+        for card in self.cards:
+            if uuids == {card.uuid}:
+                return card.rates
+        return self.ceiling
+
+    def cards_of(self, kernel: str, shape: str | None = None) -> list[str]:
+        """The cards that timed a kernel (or one of its shapes), as the records name them."""
+        return sorted({label for r in self.timings if r["kernel"] == kernel and shape in (None, r["shape"])
+                       if (label := card_label(r))})
+
+    def mixed_card_shapes(self, kernel: str) -> list[str]:
+        """Shapes whose timings come from more than one card: comparing their layouts compares cards."""
+        return [shape for shape in self.shapes(kernel) if len(self.cards_of(kernel, shape)) > 1]
 
     def fits_in_l2(self, working_set: int) -> bool | None:
         return None if self.l2_bytes is None else working_set <= self.l2_bytes

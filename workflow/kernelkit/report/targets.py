@@ -106,6 +106,21 @@ def library_rows(run: Run, kernel: str) -> list[list[str]]:
             for layout, (package, version, call, methods) in sorted(seen.items())]
 
 
+def cards_line(run: Run, kernel: str) -> str | None:
+    """Which card timed each shape, from the records; None where they name no card (older runs)."""
+    by_card: dict[str, list[str]] = {}
+    for shape in run.shapes(kernel):
+        for label in run.cards_of(kernel, shape):
+            by_card.setdefault(label, []).append(shape)
+    if not by_card:
+        return None
+    text = "Cards: " + "; ".join(f"{label} timed {', '.join(shapes)}" for label, shapes in sorted(by_card.items()))
+    mixed = run.mixed_card_shapes(kernel)
+    if mixed:
+        text += f". The layouts of {', '.join(mixed)} were timed on several cards, so they are compared across cards"
+    return text + "."
+
+
 def section_targets(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
     sections = [doc.Section("Results per target", [doc.Paragraph(
         "One row per configuration: the median of every sample of every repeat; noise is the largest relative "
@@ -115,6 +130,9 @@ def section_targets(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Sectio
     for kernel in run.kernels:
         blocks: list[doc.Block] = [figures[kernel]] if kernel in figures else []
         blocks.append(doc.Table(TARGET_HEADER, [_render_row(r) for r in target_rows(run, kernel)], numeric=(2, 3, 4, 5, 6)))
+        cards = cards_line(run, kernel)
+        if cards:
+            blocks.append(doc.Paragraph(cards))
         blocks.append(doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"))
         blocks.append(doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
             [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]

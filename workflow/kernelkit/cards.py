@@ -1,0 +1,155 @@
+"""Several GPUs on one host: which cards the run uses, and which card runs what.
+
+Timings compared with each other (every layout, repeat and cache view of one kernel/shape, its
+span and its counters) must come from one card: H200s of one host differ by up to 2.7% on the same
+target (issue 14). So the assignment is fixed per kernel/shape, not first-free, and balanced by the
+work each kernel/shape is expected to take (longest first onto the least-loaded card). Everything
+here runs at workflow-parse time on the CPU; nothing imports CuPy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from kernelkit import KitError
+
+# The model below only balances cards; it never appears in a result. Each GPU job is a process
+# whose start (imports, NVRTC, inputs, references) outweighs its timed calls: issue 13 measured
+# 2.9 s per timing job on average on an H200.
+PROCESS_OVERHEAD_S = 3.0
+# Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
+COPY_BYTES_PER_S = 3.0e12
+FP32_FLOPS_PER_S = 5.0e13
+
+
+def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
+    """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
+
+    Order of precedence: config key `gpus`, then CUDA_VISIBLE_DEVICES, then NVML's device count.
+    Inside a SLURM job (SLURM_JOB_ID set) without `gpus`, the allocation's CUDA_VISIBLE_DEVICES
+    stands: there Snakemake runs the jobs of a submitted group, and the allocation chose the card.
+    Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
+    fail with the kit's one sentence about the missing GPU, as they do on one card.
+    """
+    if configured == "allocated":
+        return None
+    if configured is not None:
+        return sorted(set(int(index) for index in configured))
+    environ = os.environ if environ is None else environ
+    if environ.get("SLURM_JOB_ID"):
+        return None
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip():
+        entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+        if not all(entry.isdigit() for entry in entries):
+            raise KitError(
+                f"CUDA_VISIBLE_DEVICES={visible} names devices other than by index; "
+                "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
+        return sorted(set(int(entry) for entry in entries))
+    return list(range(_nvml_count() or 1))
+
+
+def from_command_line(value: Any) -> Any:
+    """`--config gpus=[0,1]` gives ['0', '1']: indices written as digits become integers."""
+    if isinstance(value, list):
+        return [int(item) if isinstance(item, str) and item.strip().isdigit() else item for item in value]
+    return value
+
+
+def _nvml_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no pynvml, no driver, no GPU: one card, as documented above
+        return 0
+
+
+def resource(gpu: int) -> str:
+    """The Snakemake resource a job asks for to run on physical GPU `gpu`."""
+    return f"gpu_{gpu}"
+
+
+@dataclass(frozen=True)
+class Work:
+    """The expected seconds of GPU-job work of one kernel/shape, and of what it is made of."""
+
+    kernel: str
+    shape: str
+    processes: int
+    seconds: float
+
+
+def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
+    """Each configured kernel/shape's expected work: processes x overhead + calls x time per call.
+
+    A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
+    bytes_moved and flops); calls per timing process are the warm-up plus samples x launches.
+    """
+    from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
+
+    timing = config["timing"]
+    cache_views = len(caches(dict(config)))
+    timing_calls = timing["warmup_launches"] + timing["samples"] * timing["launches_per_graph"]
+    span = config.get("span") or {}
+    spanned = span_kernels(dict(config))
+    span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
+    works = []
+    for kernel, entry in config["kernels"].items():
+        spec = specs[kernel]
+        # Sweep points are layouts of their kernel/shape: they run on its card and count in its work.
+        layouts = len(kernel_layouts(config, kernel))
+        for shape in entry["shapes"]:
+            parsed = spec.parse_shape(shape)
+            per_call = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S
+            timed = layouts * timing["repeats"] * cache_views
+            spans = span_repeats(dict(config)) if kernel in spanned else 0
+            profiles = layouts if config.get("profile") else 0
+            processes = timed + spans + profiles
+            calls = timed * timing_calls + spans * layouts * span_calls
+            works.append(Work(kernel, shape, processes, processes * PROCESS_OVERHEAD_S + calls * per_call))
+    return works
+
+
+def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
+    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index),
+    works of equal size in name order. The same input always gives the same map."""
+    if not gpus:
+        raise KitError("no GPU to assign work to; config key 'gpus' needs at least one index")
+    load = {gpu: 0.0 for gpu in gpus}
+    placed = {}
+    for work in sorted(works, key=lambda w: (-w.seconds, w.kernel, w.shape)):
+        gpu = min(gpus, key=lambda g: (load[g], g))
+        placed[(work.kernel, work.shape)] = gpu
+        load[gpu] += work.seconds
+    return placed
+
+
+def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:
+    """Expected seconds of work per GPU under an assignment."""
+    total: dict[int, float] = {gpu: 0.0 for gpu in set(placed.values())}
+    for work in works:
+        total[placed[(work.kernel, work.shape)]] += work.seconds
+    return total
+
+
+def kernel_card(config: Mapping[str, Any], placed: Mapping[tuple[str, str], int], kernel: str) -> int:
+    """Correctness and negative controls are not compared across kernels: the card of the
+    kernel's first shape."""
+    return placed[(kernel, config["kernels"][kernel]["shapes"][0])]
+
+
+def pin(gpu: int | None) -> str:
+    """The shell prefix that gives a job exactly one card, or nothing when the scheduler did.
+
+    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number cards as NVML and nvidia-smi do, so index i in
+    the config is the same card for CUDA, NVML and the per-GPU lock."""
+    if gpu is None:
+        return ""
+    return f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "
