@@ -24,8 +24,10 @@ import yaml
 
 from conftest import REPO, job_counts, snakemake
 
-RUN, OTHER = "h200-q-on", "h200-q-off"
-DIFF_TARGET = f"reports/diff/{RUN}__vs__{OTHER}/diff.md"
+# A committed run made by this kit on two GPUs (every target of today's default config exists in it,
+# so only the CPU rules run) and an older committed run, for the diff (which reads summaries only).
+RUN, OTHER = "h200-r7x2", "h200-s5a"
+DIFF_TARGET = f"reports/diff/{OTHER}__vs__{RUN}/diff.md"
 TIMED_SHAPE = ("rmsnorm", "512x128")
 # The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".
 NO_GPU_SENTENCE = re.compile(
@@ -66,8 +68,8 @@ class ClusterRun:
 def copy_repository(target: Path) -> None:
     """The workflow, kernels, config and the two committed runs, with results newer than sources.
 
-    The quality-check config becomes the copy's config/config.yaml: Snakemake 9.27 does not pass
-    --replace-workflow-config on to the jobs it submits, which would then merge config/config.yaml in.
+    The copy's config/config.yaml is the default config with the run's two cards: Snakemake 9.27
+    does not pass --replace-workflow-config on to the jobs it submits, so the config must be that file.
     """
     ignore = shutil.ignore_patterns("__pycache__", ".snakemake")
     for name in ("Snakefile", "pyproject.toml"):
@@ -75,7 +77,8 @@ def copy_repository(target: Path) -> None:
     for name in ("workflow", "config", "kernels", "envs"):
         shutil.copytree(REPO / name, target / name, symlinks=True, ignore=ignore)
     (target / "profiles").symlink_to("workflow/profiles")
-    shutil.copy2(REPO / "config" / "quality-check.yaml", target / "config" / "config.yaml")
+    config = (REPO / "config" / "config.yaml").read_text()
+    (target / "config" / "config.yaml").write_text(config + "\ngpus: [0, 1]\n")
     for run in (RUN, OTHER):
         shutil.copytree(REPO / "results" / run, target / "results" / run, ignore=ignore)
     # A fresh clone gives every file its checkout time in no particular order; the committed
@@ -159,8 +162,10 @@ def test_cpu_stages_complete_through_sbatch_and_rebuild_the_committed_report_and
     cpu = cluster.cpu
     assert cpu.returncode == 0, cpu.output[-3000:]
     # Only the CPU rules: the committed run's checks and timings are reused, not redone.
-    assert job_counts(cpu.output) == {"clock_figure": 1, "diff": 1, "figure": 2, "report": 1, "total": 5}
-    assert len(cpu.sbatch_lines) == 5 and len(cpu.records) == 5
+    counts = job_counts(cpu.output)
+    kernels = len(yaml.safe_load((REPO / "config" / "config.yaml").read_text())["kernels"])
+    assert counts == {"clock_figure": 1, "diff": 1, "figure": kernels, "report": 1, "total": kernels + 3}, counts
+    assert len(cpu.sbatch_lines) == counts["total"] and len(cpu.records) == counts["total"]
     for record in cpu.records.values():
         assert record["JobState"] == "COMPLETED"
         assert "gpu" not in record.get("TresPerJob", "")

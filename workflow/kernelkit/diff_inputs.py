@@ -86,8 +86,11 @@ def timing_key(record: dict[str, Any], path: Path) -> TimingKey:
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:
-    """Whether the process timing this record saw another process's work on its GPU."""
-    if record.get("foreign_work"):
+    """Whether the process timing this record saw another process's work on its GPU: a foreign
+    process named in its summary (an empty list means it looked and saw none) or a sample tagged so."""
+    from kernelkit import foreign
+
+    if foreign.saw_foreign_work(record):
         return True
     tags = record.get("sample_tags")
     return isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags)
