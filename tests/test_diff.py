@@ -233,3 +233,15 @@ def test_committed_diffs_load_and_their_verdicts_are_what_the_runs_give(pair):
     committed = (REPO / "reports" / "diff" / pair / "diff.md").read_text()
     counts = ", ".join(f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS"))
     assert f"{len(result.comparisons)} configurations timed in both: {counts}." in committed
+
+
+def test_a_process_that_looked_and_saw_no_foreign_work_is_not_flagged(tmp_path):
+    """A record whose sampler looked and saw nobody else ("processes": []) is clean: on the H200 the
+    first diff of a run with the lock marked every row because the summary dict itself was truthy."""
+    b = copy_run(tmp_path)
+    for path in (b / "timing").rglob("rep*.json"):
+        edit_json(path, lambda record: record.update(foreign_work={"processes": [], "rule": "by_pid",
+                                                                   "busy_before_pct": 0, "samples_disturbed": 0}))
+    result = diff.compare(diff.load_run(RUN_A), diff.load_run(b))
+    assert result.comparisons and not [c for c in result.comparisons if c.foreign_work]
+    assert "Foreign GPU work was seen" not in document.render_markdown(*build(result))

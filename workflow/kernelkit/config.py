@@ -14,7 +14,6 @@ import argparse
 import copy
 import functools
 import json
-import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,73 +22,12 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 import yaml
 
 from kernelkit import KitError, spec as specs, sweeps
+from kernelkit.config_file import YamlNumber, read_yaml  # noqa: F401 - read_yaml is part of this module's API
+from kernelkit.shape_bounds import check_bounds, check_fits  # noqa: F401 - check_fits too
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
 
-# Bounds no sensible experiment reaches, so that a typo stops here instead of in every job.
-MAX_DIMENSION = 2**31 - 1  # the kernels take their sizes as 32-bit integers
-MAX_OUTPUT_BYTES = 2**40  # 1 TiB for a float32 output alone
-
-
-class YamlNumber(int):
-    """An integer YAML read from text that does not look like one (0x128, 1_000, 1:30), with that text."""
-
-    source = ""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently) and remembers how
-    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained."""
-
-
-def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    first_line: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            seen = key in first_line
-        except TypeError:  # an unhashable key: construct_mapping says so below
-            continue
-        if seen:
-            raise KitError(f"the key '{key}' appears twice in one mapping, at lines {first_line[key]} and "
-                           f"{key_node.start_mark.line + 1}; YAML would silently keep only the last")
-        first_line[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=True)
-
-
-def _integer_with_source(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
-    value = loader.construct_yaml_int(node)
-    if node.value.strip() != str(value):
-        marked = YamlNumber(value)
-        marked.source = node.value
-        return marked
-    return value
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _integer_with_source)
-
-
-def read_yaml(path: str | Path) -> Any:
-    """A YAML file's content; KitError with the file, and the line and column where YAML can give them."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return yaml.load(handle, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-    except FileNotFoundError:
-        raise KitError(f"config file {path} does not exist") from None
-    except IsADirectoryError:
-        raise KitError(f"config file {path} is a directory, not a YAML file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KitError(f"config file {path} cannot be read ({type(error).__name__}: {error})") from None
-    except KitError as error:
-        raise KitError(f"config file {path}: {error}") from None
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise KitError(f"config file {path} is not valid YAML: {error.problem or error.context}{where}") from None
-    except yaml.YAMLError as error:
-        raise KitError(f"config file {path} is not valid YAML ({' '.join(str(error).split())})") from None
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -325,41 +263,6 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                     f"config key 'hypotheses.{index}.{side}' names layout '{hypothesis[side]}'; "
                     f"allowed: {', '.join(config['kernels'][kernel]['layouts'])}"
                 )
-
-
-def check_bounds(spec: specs.KernelSpec, shape: specs.Shape) -> None:
-    """Refuse shapes no GPU can run, before a job tries: dimensions beyond 32-bit sizes, or an output
-    alone above 1 TiB (the device's own memory is checked by `check_fits`, where it is known)."""
-    text = specs.shape_name(shape)
-    if max(shape) > MAX_DIMENSION:
-        raise KitError(f"shape '{text}' of kernel '{spec.name}' has a dimension above {MAX_DIMENSION} "
-                       "(the kernels take sizes as 32-bit integers)")
-    output = _output_bytes(spec, shape)
-    if output > MAX_OUTPUT_BYTES:
-        raise KitError(f"shape '{text}' of kernel '{spec.name}' has a float32 output of {_gib(output)}, "
-                       f"more than the {_gib(MAX_OUTPUT_BYTES)} any shape may have")
-
-
-def _output_bytes(spec: specs.KernelSpec, shape: specs.Shape) -> int:
-    return 4 * math.prod(spec.output_shape(shape))
-
-
-def _gib(count: float) -> str:
-    return f"{count / 2**30:,.1f} GiB"
-
-
-def check_fits(spec: specs.KernelSpec, shape: specs.Shape, device_bytes: int, copies: int = 1) -> None:
-    """One sentence when a shape cannot fit in the device's memory, for stages that know the device.
-
-    The bytes counted are a lower bound of what the timing process allocates, the float32 output
-    of every copy of the buffers (`timing.placements`): inputs vary by kernel, and an estimate that
-    over-counted (a gather's bytes_moved counts every gathered row) would refuse shapes that fit.
-    """
-    needed = copies * _output_bytes(spec, shape)
-    if needed > device_bytes:
-        copies_text = f" in {copies} copies" if copies > 1 else ""
-        raise KitError(f"shape '{specs.shape_name(shape)}' of kernel '{spec.name}' needs at least {_gib(needed)} for its "
-                       f"float32 output{copies_text}, more than the device's {_gib(device_bytes)} of memory")
 
 
 @dataclass(frozen=True)
