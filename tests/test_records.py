@@ -49,12 +49,15 @@ def test_every_committed_timing_record_upgrades_to_the_current_format(run):
 
 @pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
 def test_the_layout_templates_name_every_committed_result_file(run):
-    """Every JSON result of a committed run is found by exactly one kind's glob."""
+    """Every JSON result of a committed run is found by exactly one kind's glob, or is a card's
+    environment or ceiling under one of the run's card directories (gpus/<i>/ beyond the first)."""
     found = [path for kind in layout.KINDS for path in layout.run_result_files(run, kind)]
     assert len(found) == len(set(found))
+    cards = layout.card_dirs(run)[1:]
+    per_card = {path for card in cards for path in [card / "environment.json", *(card / "ceilings").glob("*.json")]}
     every = {path for path in run.rglob("*.json") if "logs" not in path.parts} - {run / "config.json",
                                                                                   run / "environment.json"}
-    assert every == set(found)
+    assert every == set(found) | per_card
 
 
 def test_log_paths_mirror_their_results():
