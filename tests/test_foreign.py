@@ -162,8 +162,9 @@ def test_no_new_sample_is_an_empty_reading_however_pynvml_says_it():
 def test_a_sample_returned_twice_is_read_once():
     """Were the driver to return the last sample again, its period would seem to start at itself."""
     t0 = time.time()
-    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=0.02)
-    time.sleep(0.03)
+    # Periods long beside a loaded machine's scheduling jitter, so the tick after t0 is always there.
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=0.2)
+    time.sleep(0.3)
     samples = device.nvmlDeviceGetProcessUtilization(None, int((t0 - 0.5) * 1e6))
     device.nvmlDeviceGetProcessUtilization = lambda handle, since_us: samples
     watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
