@@ -18,9 +18,11 @@ from typing import Sequence
 import numpy as np
 
 
-# Defaults of a comparison of two runs: SAME within +-2%, 95% confidence for the whole table.
-DIFF_THRESHOLD = 0.02
-DIFF_CONFIDENCE = 0.95
+from kernelkit.config import schema_default
+
+# Defaults of a comparison of two runs, written once, in the schema (diff.threshold, diff.confidence).
+DIFF_THRESHOLD = schema_default("diff", "threshold")
+DIFF_CONFIDENCE = schema_default("diff", "confidence")
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,6 @@ def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) ->
         return -1
     return 0
 
-
-VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
