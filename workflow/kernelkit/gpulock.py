@@ -255,6 +255,17 @@ class JobClock:
     def __init__(self) -> None:
         self.started_unix_s = process_started_unix_s() or time.time()
         self.stretches: list[GpuWork] = []
+        self.phases_s: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go, inside and
+        outside the lock, so that the turnaround can be worked on from the records."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases_s[name] = round(self.phases_s.get(name, 0.0) + time.monotonic() - began, 6)
 
     def add(self, work: GpuWork) -> GpuWork:
         self.stretches.append(work)
@@ -270,6 +281,7 @@ class JobClock:
             "lock_held_s": round(sum(w.held_s for w in self.stretches), 6),
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
+            "phases_s": dict(self.phases_s),
         }
 
 

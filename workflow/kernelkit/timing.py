@@ -293,12 +293,15 @@ def cmd_time(args: argparse.Namespace) -> int:
         return 0
 
     # Outside the lock: the CPU's share (NVRTC compile and module load, host inputs, NVML's handle).
-    cp = device.cupy()
-    bus_id = cp.cuda.Device().pci_bus_id
-    nvml = environment.Nvml(bus_id)
-    sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
-    kernel = device.compile_layout(spec, args.layout)
-    host_inputs = timing_inputs(spec, args.shape)
+    with clock.phase("start_cuda_nvml"):
+        cp = device.cupy()
+        bus_id = cp.cuda.Device().pci_bus_id
+        nvml = environment.Nvml(bus_id)
+        sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+    with clock.phase("compile_or_import"):
+        kernel = device.compile_layout(spec, args.layout)
+    with clock.phase("host_inputs"):
+        host_inputs = timing_inputs(spec, args.shape)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
@@ -324,8 +327,10 @@ def cmd_time(args: argparse.Namespace) -> int:
     sample_placement: list[int] = []
     placements = []
     with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
-        implementation, placement = placed(0)
-        verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
+        with clock.phase("upload"):
+            implementation, placement = placed(0)
+        with clock.phase("verify"):
+            verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
         flush = L2Flush() if args.cache == "cold" else None
         before = nvml.snapshot()
         with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
@@ -333,7 +338,8 @@ def cmd_time(args: argparse.Namespace) -> int:
                 if index:
                     held.append(implementation)
                     implementation, placement = placed(index)
-                got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
+                with clock.phase("warmup_and_samples"):
+                    got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
                 placement["samples"] = len(got)
                 placements.append(placement)
                 samples += got
