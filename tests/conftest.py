@@ -42,6 +42,14 @@ def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+def kit_env(root: Path = REPO, **extra: str) -> dict[str, str]:
+    """The environment for a `python -m kernelkit` child: the kit's package first on the path, the
+    caller's path after it (where the machine keeps packages outside site-packages, as the GPU
+    machines do for jsonschema)."""
+    path = os.pathsep.join(p for p in (str(root / "workflow"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 def padded_output(y, unwritten=None):
     """The raw bits a correctness launch leaves: [guard | output | guard], with `unwritten`
     output elements still holding the sentinel, as a kernel that skipped them would."""

@@ -9,7 +9,6 @@ the committed run h200-q-on and diff it against the committed h200-q-off (same c
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from conftest import REPO
+from conftest import REPO, kit_env
 
 CONFIG = REPO / "config" / "config.yaml"
 RUN_A = REPO / "results" / "h200-q-off"
@@ -27,7 +26,7 @@ TIMING = "timing/rmsnorm/512x128/t32/rep1.json"
 
 
 def kernelkit(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), "KERNELKIT_KERNELS": str(REPO / "kernels")}
+    env = kit_env(REPO, KERNELKIT_KERNELS=str(REPO / "kernels"))
     env.pop("KERNELKIT_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "kernelkit", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=60)

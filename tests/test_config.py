@@ -13,6 +13,7 @@ from conftest import REPO, snakemake
 from kernelkit import KitError
 from kernelkit import config as kit_config
 from kernelkit import spec as specs
+from kernelkit import shape_bounds
 
 
 @pytest.fixture
@@ -165,14 +166,14 @@ def test_check_fits_compares_the_output_with_the_recorded_device_memory():
     env = json.loads((REPO / "results" / "h200-s5a" / "environment.json").read_text())
     device = env["gpu"]["memory_total_bytes"]
     spec = specs.load("rmsnorm")
-    kit_config.check_fits(spec, (16384, 8193), device)  # a timed shape of that run: fits
+    shape_bounds.check_fits(spec, (16384, 8193), device)  # a timed shape of that run: fits
     rows = device // (4 * 8192) + 1  # one row more than the float32 output can hold
     with pytest.raises(KitError) as raised:
-        kit_config.check_fits(spec, (rows, 8192), device)
+        shape_bounds.check_fits(spec, (rows, 8192), device)
     assert f"needs at least {4 * rows * 8192 / 2**30:,.1f} GiB for its float32 output" in str(raised.value)
     assert f"the device's {device / 2**30:,.1f} GiB of memory" in str(raised.value)
     with pytest.raises(KitError, match="in 4 copies"):
-        kit_config.check_fits(spec, (rows // 3, 8192), device, copies=4)
+        shape_bounds.check_fits(spec, (rows // 3, 8192), device, copies=4)
 
 
 def test_every_committed_config_file_still_validates():

@@ -316,3 +316,28 @@ def test_placements_rebind_a_library_baseline_to_each_fresh_copy(tmp_path, layou
     assert record["sample_placement"] == [0] * 4 + [1] * 4 and record["library"]["package"] == package
     assert record["placements"][0]["addresses"]["x"] != record["placements"][1]["addresses"]["x"]
     assert all(p["method_used"]["name"] == "cuda_graph_replay" for p in record["placements"])
+
+
+def test_device_comparer_agrees_with_the_numpy_judgement():
+    """The one-kernel comparison used under the lock gives what `compare` gives on the host:
+    mismatches, NaN/Inf, the largest finite error, with and without an error scale."""
+    import cupy as cp
+    import numpy as np
+
+    from kernelkit.spec import Tolerance
+    from kernelkit.verify import DeviceComparer, compare
+
+    rng = np.random.default_rng(7)
+    reference = rng.standard_normal(100_003)
+    out = (reference + rng.standard_normal(reference.size) * 1e-6).astype(np.float32)
+    out[[5, 77, 40_000]] = [np.nan, np.inf, 3.0]
+    scale = np.abs(reference) + 1.0
+    comparer = DeviceComparer()
+    for tolerance in (Tolerance(abs=1e-5, rel=1e-4), Tolerance(abs=0.0, rel=0.0)):
+        for host_scale in (None, scale):
+            expected = compare(out, reference, tolerance, host_scale)
+            got = comparer(cp.asarray(out), cp.asarray(reference), tolerance,
+                           None if host_scale is None else cp.asarray(host_scale))
+            assert got == expected
+    clean = reference.astype(np.float32)
+    assert comparer(cp.asarray(clean), cp.asarray(reference), Tolerance(abs=1e-5, rel=1e-4))["passed"] is True

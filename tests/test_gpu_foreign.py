@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, kit_env
 
 from kernelkit import foreign, gpulock
 
@@ -102,7 +102,7 @@ def test_two_processes_take_turns_on_the_gpu(tmp_path, monkeypatch):
                "    for _ in range(200): a = a @ a * 1e-3\n"
                "    cp.cuda.Device().synchronize()\n"
                "print(json.dumps(w.describe()))")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env = kit_env(REPO)
     runs = [subprocess.Popen([sys.executable, "-c", program, key], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(2)]
     import json
@@ -135,7 +135,7 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
         every_layout = [arg for layout in specs.load("rmsnorm").layouts for arg in ("--layout", layout)]
         assert main(["control", "--kernel", "rmsnorm", "--control", name, *every_layout, "--output", output]) == 0
     settings = TimingSettings.json_from_config(default_config())
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env = kit_env(REPO)
     outputs = [tmp_path / f"rep{n}.json" for n in (1, 2)]
     jobs = [subprocess.Popen([sys.executable, "-m", "kernelkit", "time", "--kernel", "rmsnorm", "--shape", "4096x4096",
                               "--layout", "t32", "--repeat", str(n), "--order-seed", "0", "--order-key", "0",

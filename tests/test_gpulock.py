@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, kit_env
 
 from kernelkit import KitError, gpulock
 
@@ -41,7 +41,7 @@ def lock_dir(tmp_path, monkeypatch):
 
 def start_holder(tmp_path: Path, hold_s: float) -> tuple[subprocess.Popen, Path]:
     ready = tmp_path / f"ready-{time.monotonic_ns()}"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env = kit_env(REPO)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, KEY, str(ready), str(hold_s)], env=env,
                               stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -92,7 +92,7 @@ print(json.dumps(clock.describe()))
 
 
 def test_many_jobs_never_hold_the_gpu_at_once(lock_dir):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env = kit_env(REPO)
     start = str(time.time() + 4.0)  # late enough that all three have started, even on a loaded machine
     jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start], env=env, stdout=subprocess.PIPE, text=True)
             for _ in range(4)]
@@ -111,7 +111,7 @@ def test_run_time_is_first_start_to_last_end_with_every_jobs_lock_wait(lock_dir)
     (holds this long overlap even when a loaded machine starts the processes unevenly)."""
     from kernelkit.records import run_time
 
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow")}
+    env = kit_env(REPO)
     start = str(time.time() + 4.0)  # late enough that all three have started, even on a loaded machine
     jobs = [subprocess.Popen([sys.executable, "-c", JOB, KEY, start, "0.2"], env=env, stdout=subprocess.PIPE, text=True)
             for _ in range(3)]

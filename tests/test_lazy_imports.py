@@ -6,11 +6,10 @@ of checking and timing every hand-written layout of every kernel."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, kit_env
 
 PROGRAM = r"""
 import json, sys
@@ -43,7 +42,7 @@ print(json.dumps({"attempted": sorted(set(attempted)), "kernels": spec.available
 
 
 def test_checking_and_timing_hand_written_layouts_never_imports_torch_or_triton():
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), "KERNELKIT_KERNELS": str(REPO / "kernels")}
+    env = kit_env(REPO, KERNELKIT_KERNELS=str(REPO / "kernels"))
     done = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -54,7 +53,7 @@ def test_checking_and_timing_hand_written_layouts_never_imports_torch_or_triton(
 def test_the_recorder_sees_an_import_attempt_even_of_a_missing_package():
     """The check above can fail: an attempt to import torch is recorded whether or not torch is installed."""
     program = PROGRAM.replace("import numpy as np", "import numpy as np\ntry:\n    import torch\nexcept ImportError:\n    pass")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), "KERNELKIT_KERNELS": str(REPO / "kernels")}
+    env = kit_env(REPO, KERNELKIT_KERNELS=str(REPO / "kernels"))
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "torch" in json.loads(done.stdout)["attempted"]

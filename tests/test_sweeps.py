@@ -6,7 +6,6 @@ tests hold whatever grid the real folders declare; validity comes from the real 
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import re

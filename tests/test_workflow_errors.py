@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, kit_env
 
 # Lines Snakemake prints before it reads the Snakefile.
 SNAKEMAKE_PREAMBLE = ("Using workflow specific profile", "Config file ")
@@ -26,7 +26,7 @@ TIMING = "results/local/timing/rmsnorm/512x128/t32/rep1.json"
 
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
-    env = {**os.environ, "PYTHONPATH": str(cwd / "workflow"), "KERNELKIT_KERNELS": str(cwd / "kernels")}
+    env = kit_env(cwd, KERNELKIT_KERNELS=str(cwd / "kernels"))
     return subprocess.run([exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from kernelkit import KitError, spec as specs, sweeps
 from kernelkit.config_file import YamlNumber, read_yaml  # noqa: F401 - read_yaml is part of this module's API
-from kernelkit.shape_bounds import check_bounds, check_fits  # noqa: F401 - check_fits too
+from kernelkit.shape_bounds import check_bounds
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 

@@ -16,7 +16,6 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from statistics import median
 from typing import Any
 

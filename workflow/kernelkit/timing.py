@@ -22,6 +22,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 from kernelkit import spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.shape_bounds import check_fits
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 
@@ -298,10 +299,13 @@ def cmd_time(args: argparse.Namespace) -> int:
         bus_id = cp.cuda.Device().pci_bus_id
         nvml = environment.Nvml(bus_id)
         sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
+        # A shape that cannot fit stops here with one sentence, before any input is made.
+        check_fits(spec, shape, cp.cuda.Device().mem_info[1], copies=settings.placements)
     with clock.phase("compile_or_import"):
         kernel = device.compile_layout(spec, args.layout)
     with clock.phase("host_inputs"):
-        host_inputs = timing_inputs(spec, args.shape)
+        host_inputs = device.stage(timing_inputs(spec, args.shape))
+        comparer = verify.DeviceComparer()
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
@@ -315,8 +319,8 @@ def cmd_time(args: argparse.Namespace) -> int:
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
         implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
         cp.cuda.Device().synchronize()
-        return implementation, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
-                                "addresses": device.addresses({**buffers, "out": out})}
+        return implementation, buffers, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
+                                         "addresses": device.addresses({**buffers, "out": out})}
 
     def wait(keep_busy: Any) -> dict[str, Any]:
         read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
@@ -328,16 +332,20 @@ def cmd_time(args: argparse.Namespace) -> int:
     placements = []
     with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
         with clock.phase("upload"):
-            implementation, placement = placed(0)
+            implementation, buffers, placement = placed(0)
         with clock.phase("verify"):
-            verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation)
+            reference = verify.reference_for(spec, shape, host_inputs, buffers)
+            verified = verify.verify_timed_output(spec, args.layout, args.shape, host_inputs, implementation,
+                                                  reference, comparer)
+            del reference, buffers
+            cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
         flush = L2Flush() if args.cache == "cold" else None
         before = nvml.snapshot()
         with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
             for index in range(settings.placements):
                 if index:
                     held.append(implementation)
-                    implementation, placement = placed(index)
+                    implementation, _, placement = placed(index)
                 with clock.phase("warmup_and_samples"):
                     got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
                 placement["samples"] = len(got)
