@@ -341,3 +341,20 @@ def test_device_comparer_agrees_with_the_numpy_judgement():
             assert got == expected
     clean = reference.astype(np.float32)
     assert comparer(cp.asarray(clean), cp.asarray(reference), Tolerance(abs=1e-5, rel=1e-4))["passed"] is True
+
+
+def test_host_lead_keeps_the_graph_launch_latency_out_of_the_samples():
+    """With the lead, the start event waits behind a spinning thread while the host enqueues the
+    sample: an empty kernel's per-call time is no higher than without it (where the graph launch's
+    host latency falls inside every sample), and on an idle host no late sample is kept."""
+    import cupy as cp
+
+    from kernelkit.timing import kernel_time_samples
+
+    empty = cp.RawKernel('extern "C" __global__ void empty() {}', "empty")
+    call = lambda: empty((1,), (1,), ())  # noqa: E731
+    with_lead, used, _ = kernel_time_samples(call, graph_method(host_lead_us=2000.0))
+    without, used_without, _ = kernel_time_samples(call, graph_method(host_lead_us=0.0))
+    assert used["host_late"]["kept"] == 0 and used["host_late"]["retaken"] <= len(with_lead)
+    assert "host_late" not in used_without
+    assert statistics.median(with_lead) <= statistics.median(without) * 1.02

@@ -55,23 +55,11 @@ def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | N
     return CompiledKernel(function, spec.source_sha256(mutation), options, attributes)
 
 
-def stage(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Copies of host inputs in page-locked memory: pinning is driver work on the host, done before
-    the GPU lock, so that the upload under the lock is one DMA copy (CuPy would otherwise pin a
-    staging buffer of the same size inside the upload)."""
-    import cupyx
-
-    staged = {}
-    for name, array in inputs.items():
-        pinned = cupyx.empty_pinned(array.shape, dtype=array.dtype)
-        np.copyto(pinned, array)
-        staged[name] = pinned
-    return staged
-
-
 def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Device copies of host arrays; a C-contiguous array (pinned by `stage` or not) is copied
-    directly into a fresh device array."""
+    """Device copies of host arrays. A C-contiguous array is copied straight into a fresh device
+    array (the driver stages pageable memory through its own pinned buffers); CuPy's asarray
+    would pin a new staging buffer of the array's size first, and pinning maps memory into the
+    GPU's address space, which slows whatever another process runs on the GPU at the time."""
     cp = cupy()
     uploaded = {}
     for name, array in inputs.items():

@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+import numpy as np
+
 from kernelkit import spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
@@ -42,6 +44,8 @@ class GraphReplayMethod:
     stop_relative_spread: float | None
     stop_max_seconds: float
     stop_max_samples: int
+    # Microseconds the GPU spins before each sample's start event (see HostLead); 0: none.
+    host_lead_us: float = 0.0
     # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
     untimed_replays: int = 1
 
@@ -52,7 +56,8 @@ class GraphReplayMethod:
         limits = stop or {key: kit_config.schema_default("timing", "stop", key) for key in ("max_seconds", "max_samples")}
         return cls(timing["warmup_launches"], timing["launches_per_graph"], timing["samples"],
                    float(timing["max_sample_ms"]), float(stop["relative_spread"]) if stop else None,
-                   float(limits["max_seconds"]), int(limits["max_samples"]))
+                   float(limits["max_seconds"]), int(limits["max_samples"]),
+                   float(timing.get("host_lead_us", kit_config.schema_default("timing", "host_lead_us"))))
 
     def describe(self) -> dict[str, Any]:
         return {"name": "cuda_graph_replay", **asdict(self)}
@@ -60,7 +65,7 @@ class GraphReplayMethod:
 
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
 # the plan (which targets exist, in which order), not how one target is timed.
-TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements")
+TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements", "host_lead_us")
 # Placement i > 0 allocates i MiB more before its buffers, and every placement's buffers stay
 # allocated until the end: the schema's maximum of timing.placements bounds that memory.
 PLACEMENT_SHIFT_BYTES = 1 << 20
@@ -107,6 +112,51 @@ def launches_per_sample(per_call_us: float, method: GraphReplayMethod) -> int:
     return max(1, min(method.launches_per_graph, math.floor(method.max_sample_ms * 1000.0 / per_call_us)))
 
 
+HOLD_SOURCE = r"""
+extern "C" __global__ void kernelkit_hold(unsigned long long nanoseconds) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
+}
+"""
+# A sample counts only when its start event, calls and end event were all enqueued within this
+# fraction of the lead: the rest of the lead covers the GPU's own launch latency.
+HOST_LEAD_MARGIN = 0.9
+# Samples retaken for a late host, at most this many times the samples asked for; beyond, the
+# late samples are kept and counted in `method_used`.
+HOST_LATE_RETAKES = 3
+
+
+class HostLead:
+    """One thread spinning on the GPU clock for `lead_us` before each sample's start event.
+
+    Without it the start event is recorded on an idle GPU and the calls reach it only when the
+    host has enqueued them: the graph launch's host latency, and on a busy host any time the
+    process is descheduled, fall inside the timed interval (up to 75% of a 20 ms sample on a
+    host running 16 jobs). With it the host enqueues start, calls and end while the GPU still
+    spins; a sample whose enqueueing took longer than the lead may hold idle time and is retaken.
+    Compile it before the GPU lock (NVRTC and module load are CPU and driver work).
+    """
+
+    def __init__(self, lead_us: float) -> None:
+        from kernelkit import device
+
+        self.lead_us = float(lead_us)
+        self.kernel = None
+        if self.lead_us > 0:
+            cp = device.cupy()
+            self.kernel = cp.RawKernel(HOLD_SOURCE, "kernelkit_hold")
+            self.kernel.attributes  # noqa: B018 - compiles and loads the module now
+        self.nanoseconds = np.uint64(round(self.lead_us * 1000.0))
+
+    def launch(self) -> None:
+        if self.kernel is not None:
+            self.kernel((1,), (1,), (self.nanoseconds,))
+
+    def in_time(self, enqueue_s: float) -> bool:
+        return self.kernel is None or enqueue_s * 1e6 < HOST_LEAD_MARGIN * self.lead_us
+
+
 def elapsed_us(start: Any, end: Any) -> float:
     import cupy as cp
 
@@ -121,6 +171,7 @@ def kernel_time_samples(
     method: GraphReplayMethod,
     before_samples: Callable[[Call], dict[str, Any]] | None = None,
     flush: Call | None = None,
+    lead: HostLead | None = None,
 ) -> tuple[list[float], dict[str, Any], list[Window]]:
     """Per-call microseconds, one value per timed sample; what was actually done; and each
     sample's host-side window (unix seconds), which the clock sampler's tags are matched to.
@@ -135,6 +186,7 @@ def kernel_time_samples(
 
     from kernelkit.library import on_stream
 
+    lead = lead if lead is not None else HostLead(method.host_lead_us)
     stream = cp.cuda.Stream(non_blocking=True)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     with on_stream(stream):
@@ -172,18 +224,29 @@ def kernel_time_samples(
             used["clock_wait"] = before_samples(lambda: (run_sample(), stream.synchronize()))
 
         samples_us, windows = [], []
+        retaken = kept_late = 0
         began = time.monotonic()
         while (stopped_by := stop_reason(samples_us, method, time.monotonic() - began)) is None:
             if flush is not None:
                 flush()
             opened = time.time()
+            enqueue_began = time.perf_counter()
+            lead.launch()
             start.record(stream)
             run_sample()
             end.record(stream)
+            enqueue_s = time.perf_counter() - enqueue_began
             end.synchronize()
+            if not lead.in_time(enqueue_s):
+                if retaken < HOST_LATE_RETAKES * method.samples:
+                    retaken += 1
+                    continue
+                kept_late += 1
             windows.append((opened, time.time()))
             samples_us.append(elapsed_us(start, end) / launches)
         used["stopped_by"] = stopped_by
+        if lead.kernel is not None:
+            used["host_late"] = {"retaken": retaken, "kept": kept_late}
         if method.stop_relative_spread is not None:
             from kernelkit.stats import median_relative_halfwidth
 
@@ -304,8 +367,9 @@ def cmd_time(args: argparse.Namespace) -> int:
     with clock.phase("compile_or_import"):
         kernel = device.compile_layout(spec, args.layout)
     with clock.phase("host_inputs"):
-        host_inputs = device.stage(timing_inputs(spec, args.shape))
+        host_inputs = timing_inputs(spec, args.shape)
         comparer = verify.DeviceComparer()
+        lead = HostLead(method.host_lead_us)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
@@ -347,7 +411,7 @@ def cmd_time(args: argparse.Namespace) -> int:
                     held.append(implementation)
                     implementation, _, placement = placed(index)
                 with clock.phase("warmup_and_samples"):
-                    got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush)
+                    got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
                 placement["samples"] = len(got)
                 placements.append(placement)
                 samples += got
