@@ -154,4 +154,5 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
             assert record["foreign_work"]["processes"] == [], json.dumps(record["foreign_work"])
     assert read_json(correctness)["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
     summary = run_time(records)
-    assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records)
+    # Both are rounded to microseconds from different sums, so they may differ in the last place.
+    assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records) - 1e-6

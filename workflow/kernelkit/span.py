@@ -120,7 +120,6 @@ def cmd_span(args: argparse.Namespace) -> int:
     kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
     shape = spec.parse_shape(args.shape)
     host_inputs = timing_inputs(spec, args.shape)
-    comparer = verify.DeviceComparer()
     with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
@@ -129,6 +128,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         cp.cuda.Device().synchronize()
         # Each layout's output once at this shape, as the timing stage does (hand-written ones share
         # `out`, so each is judged right after its own call).
+        comparer = verify.DeviceComparer()
         reference = verify.reference_for(spec, shape, host_inputs, buffers)
         verified = {layout: verify.verify_timed_output(spec, layout, args.shape, host_inputs, impl, reference, comparer)
                     for layout, impl in implementations.items()}

@@ -135,7 +135,7 @@ class HostLead:
     process is descheduled, fall inside the timed interval (up to 75% of a 20 ms sample on a
     host running 16 jobs). With it the host enqueues start, calls and end while the GPU still
     spins; a sample whose enqueueing took longer than the lead may hold idle time and is retaken.
-    Compile it before the GPU lock (NVRTC and module load are CPU and driver work).
+    Build it holding the GPU lock: loading its module puts code on the GPU.
     """
 
     def __init__(self, lead_us: float) -> None:
@@ -368,8 +368,6 @@ def cmd_time(args: argparse.Namespace) -> int:
         kernel = device.compile_layout(spec, args.layout)
     with clock.phase("host_inputs"):
         host_inputs = timing_inputs(spec, args.shape)
-        comparer = verify.DeviceComparer()
-        lead = HostLead(method.host_lead_us)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
@@ -395,6 +393,11 @@ def cmd_time(args: argparse.Namespace) -> int:
     sample_placement: list[int] = []
     placements = []
     with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+        with clock.phase("load_modules"):
+            # Loading a module puts its code on the GPU: done holding the lock, like every GPU
+            # operation beyond the layout's own module (CuPy's disk cache makes it milliseconds).
+            comparer = verify.DeviceComparer()
+            lead = HostLead(method.host_lead_us)
         with clock.phase("upload"):
             implementation, buffers, placement = placed(0)
         with clock.phase("verify"):

@@ -84,8 +84,8 @@ extern "C" __global__ void kernelkit_compare(const float* out, const double* ref
 
 
 class DeviceComparer:
-    """`compare` for CuPy arrays in one preloaded kernel. Build it before taking the GPU lock:
-    compiling and loading the module is CPU and driver work."""
+    """`compare` for CuPy arrays in one kernel, loaded once per process (CuPy's disk cache spares
+    the compile after the first process)."""
 
     def __init__(self) -> None:
         from kernelkit import device
@@ -156,7 +156,7 @@ def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, host_inp
 
     `reference`: reference_for's answer, computed before the call (from the same buffers, so a
     kernel that wrote into its inputs cannot move its own yardstick) and shared by the layouts of
-    one shape; `comparer`: a DeviceComparer built outside the lock."""
+    one shape; `comparer`: a DeviceComparer, loaded once."""
     from kernelkit import device, library
 
     cp = device.cupy()
