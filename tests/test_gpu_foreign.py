@@ -144,7 +144,10 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
             for n, output in zip((1, 2), outputs)]
     assert [job.wait(timeout=300) for job in jobs] == [0, 0]
     records = [read_json(output) for output in outputs]
-    stretches = sorted((w["acquired_unix_s"], w["released_unix_s"]) for r in records for w in r["job"]["gpu_work"])
+    # Each job kept the lock until it exited (its CUDA context died inside it), so the second
+    # acquired it after the whole first body.
+    assert all(w["kept_until_exit"] and w["released_unix_s"] is None for r in records for w in r["job"]["gpu_work"])
+    stretches = sorted((w["acquired_unix_s"], w["acquired_unix_s"] + w["held_s"]) for r in records for w in r["job"]["gpu_work"])
     assert len(stretches) == 2 and stretches[0][1] <= stretches[1][0]
     for record in records:
         assert record["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]

@@ -253,3 +253,33 @@ def test_lock_settings_come_from_each_gpu_stage_s_settings_param_without_the_dir
         CheckSettings.from_json('{"gpu_lock": {"dir": "/x"}}')
     assert gpulock.LockSettings.from_config({"dir": "/y", "enabled": False}) == gpulock.LockSettings(False, "/y")
     assert gpulock.LockSettings.from_config({"dir": "/y"}, lock_dir="/z").dir == "/z"
+
+
+KEEPER = """
+import sys, time
+from pathlib import Path
+from kernelkit import gpulock
+if sys.argv[3] == "process":
+    gpulock.command_is_process()
+with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), until_exit=True) as work:
+    pass
+Path(sys.argv[2]).write_text(str(work.held_s))
+time.sleep(1.0)  # what comes after the body: writing records, then the context's teardown at exit
+"""
+
+
+@pytest.mark.parametrize("mode, held_after_body", [("process", True), ("in_process", False)])
+def test_a_lock_kept_until_exit_is_released_by_the_exit_not_the_body(lock_dir, tmp_path, mode, held_after_body):
+    """A command that is its own process keeps the lock past its body until it exits (its CUDA
+    context dies at exit, inside the lock); run inside a longer-lived process it releases at the
+    end of the body, so that the caller can start GPU processes afterwards."""
+    done = tmp_path / "body-done"
+    keeper = subprocess.Popen([sys.executable, "-c", KEEPER, KEY, str(done), mode], env=kit_env(REPO))
+    deadline = time.monotonic() + 30
+    while not done.exists():
+        assert keeper.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    path = lock_dir / gpulock.lock_name(KEY)
+    assert lock_is_free(path) is (not held_after_body)
+    assert keeper.wait(timeout=30) == 0
+    assert lock_is_free(path)

@@ -102,8 +102,8 @@ def _fastest(variants: dict[str, Callable[[], Any]], method: Any) -> tuple[str, 
 
 
 def compile_kernels(kind: str) -> Any:
-    """The kind's kernels compiled and loaded (reading their attributes does both), and torch
-    imported for the GEMM: CPU work done before the GPU lock is taken."""
+    """The kind's kernels compiled and loaded (reading their attributes does both), or, for the
+    GEMM, torch imported (call that before the GPU lock: seconds of CPU work)."""
     import cupy as cp
 
     from kernelkit import library
@@ -245,8 +245,10 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
     nvml = environment.Nvml(bus_id)
-    compiled = compile_kernels(args.kind)
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+    if args.kind == "gemm":
+        compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+        compiled = compile_kernels(args.kind)  # the context and the modules, holding the lock (kernelkit.gpulock)
         before = nvml.snapshot()
         record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)
         after = nvml.snapshot()

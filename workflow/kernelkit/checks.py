@@ -135,13 +135,15 @@ def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, patt
 
 def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
               cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
-              clock: Any = None) -> list[CaseResult]:
+              clock: Any = None, until_exit: bool = False) -> list[CaseResult]:
     """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
     mutated) source, each case launched `runs` times.
 
-    Compilation (per entry and compile options), inputs and references first; then every launch
-    in one stretch holding the GPU lock (`lock`: gpulock.LockSettings, default the schema's;
-    `clock` adds the stretch to a job's clock); then the judgement of the downloaded bits.
+    Inputs and references first; then, holding the GPU lock (`lock`: gpulock.LockSettings,
+    default the schema's; `clock` adds the stretch to a job's clock), the CUDA context, the
+    compilation and loading of each build (per entry and compile options) and every launch;
+    then the judgement of the downloaded bits. `until_exit`: keep the lock until the process
+    exits (kernelkit.gpulock), for a process that starts no other GPU process after this.
     """
     from kernelkit import device, environment, gpulock, library
 
@@ -149,7 +151,6 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
         return spec.entry_of(layout), spec.compile_options_of(layout)
 
     builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
-    compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
     for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
         library.preload(package)
     prepared = [prepare_case(spec, layout, shape, pattern) for layout in layouts
@@ -158,7 +159,8 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
     with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
-                               clock or gpulock.JobClock()):
+                               clock or gpulock.JobClock(), until_exit):
+        compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
                                 case, runs) for case in prepared]
     return [judge_case(spec, case, case_launches) for case, case_launches in zip(prepared, launches)]
@@ -241,8 +243,8 @@ def cmd_correctness(args: argparse.Namespace) -> int:
         print(f"skipped {layout}: {reason}")
     layouts = [layout for layout in layouts if layout not in skipped]
     chosen = sanitizer_cases(spec) if args.sanitizer_cases else None
-    cases = (run_suite(spec, layouts, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock)
-             if layouts else [])
+    cases = (run_suite(spec, layouts, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock,
+                       until_exit=True) if layouts else [])
     _print_cases(cases)
     record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None,
               "determinism_runs": settings.determinism_runs}

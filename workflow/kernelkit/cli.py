@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None:
+        from kernelkit import gpulock
+
+        gpulock.command_is_process()
     try:
         return args.func(args)
     except KitError as error:

@@ -112,7 +112,8 @@ def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
     """The layout's kernel compiled and loaded, or None for a library baseline (whose package is
     imported here instead).
 
-    Called before taking the GPU lock, so that NVRTC and imports (CPU work) run while another job times.
+    For a baseline, call it before taking the GPU lock (its import is seconds of CPU work); for a
+    hand-written layout, holding it (loading a module is GPU work, see kernelkit.gpulock).
     """
     if spec.is_baseline(layout):
         from kernelkit import library

@@ -219,14 +219,15 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
     static = nvml.static_fields()
     lock = gpulock.LockSettings.from_config(
         {key: value for key, value in config.get("gpu_lock", {}).items() if key in gpulock.LOCK_KEYS}, lock_dir)
-    with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+    with gpulock.exclusive_gpu(nvml, bus_id, lock, clock, until_exit=True) as gpu:
         snapshot = nvml.snapshot()
+        cuda = _cuda_fields(cp)  # may create the CUDA context: holding the lock (kernelkit.gpulock)
     return {
         **device.card(),
         "captured_utc": utc_now(),
         "config_sha256": canonical_hash(config),
         "host": _host_fields(),
-        "cuda": _cuda_fields(cp),
+        "cuda": cuda,
         "nvml_available": nvml.error is None,
         "nvml_error": nvml.error,
         "gpu": static,

@@ -112,15 +112,19 @@ def cmd_span(args: argparse.Namespace) -> int:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]
 
-    # Outside the lock: NVRTC compile and module load, host inputs, NVML's handle.
+    # Before the lock: imports, host inputs, NVML's handle; the CUDA context and the modules are
+    # made holding it (see kernelkit.gpulock), from CuPy's disk cache.
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
     nvml = environment.Nvml(bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
-    kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
+    for layout in layouts:
+        if spec.is_baseline(layout):
+            device.compile_layout(spec, layout)  # imports the package
     shape = spec.parse_shape(args.shape)
     host_inputs = timing_inputs(spec, args.shape)
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+        kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
         implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])

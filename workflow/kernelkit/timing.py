@@ -356,16 +356,20 @@ def cmd_time(args: argparse.Namespace) -> int:
         print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
         return 0
 
-    # Outside the lock: the CPU's share (NVRTC compile and module load, host inputs, NVML's handle).
+    # Before the lock, the CPU's share: imports, NVML's handle, host inputs. Nothing here creates
+    # the CUDA context (device queries do not), which is GPU work (see kernelkit.gpulock).
     with clock.phase("start_cuda_nvml"):
         cp = device.cupy()
         bus_id = cp.cuda.Device().pci_bus_id
         nvml = environment.Nvml(bus_id)
         sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
         # A shape that cannot fit stops here with one sentence, before any input is made.
-        check_fits(spec, shape, cp.cuda.Device().mem_info[1], copies=settings.placements)
-    with clock.phase("compile_or_import"):
-        kernel = device.compile_layout(spec, args.layout)
+        memory = nvml.read(lambda n, h: n.nvmlDeviceGetMemoryInfo(h).total)
+        if isinstance(memory, int):
+            check_fits(spec, shape, memory, copies=settings.placements)
+    with clock.phase("import_library"):
+        if spec.is_baseline(args.layout):
+            device.compile_layout(spec, args.layout)  # imports the baseline's package; nothing to compile
     with clock.phase("host_inputs"):
         host_inputs = timing_inputs(spec, args.shape)
     pads: list[Any] = []
@@ -392,10 +396,11 @@ def cmd_time(args: argparse.Namespace) -> int:
     windows: list[tuple[float, float]] = []
     sample_placement: list[int] = []
     placements = []
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
+    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
         with clock.phase("load_modules"):
-            # Loading a module puts its code on the GPU: done holding the lock, like every GPU
-            # operation beyond the layout's own module (CuPy's disk cache makes it milliseconds).
+            # The context is created here, and modules are loaded (the layout's correctness job
+            # left its binary in CuPy's disk cache, so NVRTC does not run again).
+            kernel = device.compile_layout(spec, args.layout)
             comparer = verify.DeviceComparer()
             lead = HostLead(method.host_lead_us)
         with clock.phase("upload"):
