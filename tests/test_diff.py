@@ -135,11 +135,13 @@ def test_a_measured_change_inside_the_threshold_is_named_not_plain_same():
     result = diff.compare(diff.load_run(RUN_A), diff.load_run(PLANTED))
     row = next(c for c in result.comparisons if (c.shape, c.layout) == ("16384x128", "t32"))
     assert row.verdict == "SAME" and 1 < row.interval.low and row.interval.high < 1.02
-    assert row.label == f"SAME ({row.change:+.1%}, below the 2% threshold)"
+    # h200-planted ran on another H200, and neither run measured ceilings: no card spread is added.
+    assert row.card_spread is None and row.threshold == 0.02
+    assert row.label == f"SAME ({row.change:+.1%}, below the 2% threshold); compares different cards"
     assert [c for c in result.comparisons if c.below_threshold] == [row]
     text = document.render_html(*build(result))
-    assert f'<span class="verdict-measured">SAME ({row.change:+.1%}, below the 2% threshold)</span>' in text
-    assert text.count('<span class="verdict-slower">SLOWER</span>') == result.count("SLOWER") == 17
+    assert f'<span class="verdict-measured">{row.label}</span>' in text
+    assert text.count('<span class="verdict-slower">SLOWER; compares different cards</span>') == result.count("SLOWER") == 17
 
 
 def test_a_different_gpu_is_a_banner_above_the_verdicts_and_absent_on_one_gpu():
@@ -245,3 +247,44 @@ def test_a_process_that_looked_and_saw_no_foreign_work_is_not_flagged(tmp_path):
     result = diff.compare(diff.load_run(RUN_A), diff.load_run(b))
     assert result.comparisons and not [c for c in result.comparisons if c.foreign_work]
     assert "Foreign GPU work was seen" not in document.render_markdown(*build(result))
+
+
+def test_across_cards_the_threshold_grows_by_how_far_apart_the_cards_are_on_the_kit_ceilings():
+    """h200-sweep6 and h200-r7x2 ran on different H200s, and each measured copy, L2, GEMM and the
+    harness floor on its cards in the same way: a row across cards is judged at the threshold plus
+    the largest |B/A - 1| of those ceilings for its two cards, recomputed here from the ceiling
+    files. h200-s5a recorded no sizes with its ceilings: beside h200-r7x2 no spread is added."""
+    from statistics import median
+
+    from kernelkit.stats import process_order, verdict
+
+    a_dir, b_dir = REPO / "results" / "h200-sweep6", REPO / "results" / "h200-r7x2"
+    ceilings = {}
+    for run_dir in (a_dir, b_dir):
+        for path in [*run_dir.glob("ceilings/*.json"), *run_dir.glob("gpus/*/ceilings/*.json")]:
+            record = json.loads(path.read_text())
+            # h200-s5a's ceiling records predate the card field: their card is the run's.
+            card_of_dir = json.loads((path.parent.parent / "environment.json").read_text())["gpu"]["uuid"]
+            how = [record.get("method", {}).get("name"), record.get("method", {}).get("host_lead_us", 0.0), record.get("sizes")]
+            ceilings.setdefault(record.get("gpu_uuid", card_of_dir), {})[path.stem] = (median(record["samples_us"]), how)
+    a, b = diff.load_run(a_dir), diff.load_run(b_dir)
+    result = diff.compare(a, b)
+    mixed = [c for c in result.comparisons if c.cards]
+    assert len(mixed) == len(result.comparisons) > 0
+    for c in mixed:
+        (card_a,), cards_b = c.cards
+        same_way = lambda card_b: [k for k in set(ceilings[card_a]) & set(ceilings[card_b])  # noqa: E731
+                                   if ceilings[card_a][k][1] == ceilings[card_b][k][1]]
+        if not all(same_way(card_b) for card_b in cards_b):
+            assert c.card_spread is None and c.threshold == 0.02
+            continue
+        expected = max(max(abs(ceilings[card_b][k][0] / ceilings[card_a][k][0] - 1) for k in same_way(card_b))
+                       for card_b in cards_b)
+        assert c.card_spread == pytest.approx(expected) and c.threshold == pytest.approx(0.02 + expected)
+        keys = lambda run: [k for k in sorted(run.timings) if k[:3] == (c.kernel, c.shape, c.layout)]  # noqa: E731
+        order = process_order([a.timings[k]["samples_us"] for k in keys(a)], [b.timings[k]["samples_us"] for k in keys(b)])
+        assert c.verdict == verdict(c.interval, c.threshold, order)
+        assert f"{expected:.1%} apart on the kit's ceilings" in c.label
+    assert None not in {c.card_spread for c in mixed}
+    older = diff.compare(diff.load_run(REPO / "results" / "h200-s5a"), b)
+    assert all(c.cards and c.card_spread is None and c.threshold == 0.02 for c in older.comparisons)

@@ -77,6 +77,9 @@ class Comparison:
     foreign_work: list[str] = field(default_factory=list)  # "A rep1", ... : processes that saw foreign GPU work
     disturbed: list[str] = field(default_factory=list)  # "A rep1: 3 of 15", ... : throttled or low-clock samples
     cards: tuple[list[str], list[str]] | None = None  # the cards of A and of B, when they differ
+    # When the cards differ: how much they differ on the kit's own ceilings (largest |B/A - 1|
+    # over copy, L2, GEMM and harness floor), added to the threshold; None where not measured.
+    card_spread: float | None = None
 
     @property
     def change(self) -> float:
@@ -100,6 +103,8 @@ class Comparison:
             text += f"; disturbed samples in {', '.join(d.split(':')[0] for d in self.disturbed)}"
         if self.cards:
             text += "; compares different cards"
+            if self.card_spread is not None:
+                text += f" ({self.card_spread:.1%} apart on the kit's ceilings, added to the threshold)"
         return text
 
     @property
@@ -193,6 +198,28 @@ def _process_name(side: str, key: tuple[str, str, str, int]) -> str:
     return f"{side} rep{key[3]}"
 
 
+def _run_card(run: RunFiles) -> str | None:
+    """The card of a run whose timing records predate naming theirs: its environment's (one card then)."""
+    uuid = _lookup(run.environment, ("gpu", "uuid"))
+    return uuid if isinstance(uuid, str) and uuid != NOT_RECORDED else None
+
+
+def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]) -> float | None:
+    """How far apart the cards of A and B are on the ceilings both runs measured on them the same
+    way (diff_inputs.ceiling_measure): the largest |B/A - 1| of the per-card medians over every
+    pair of cards; None when a pair has no such ceiling (nothing measured says how far apart they
+    are; a ceiling measured another way would count a change of method as one of card)."""
+    spreads = []
+    for card_a in cards_a:
+        for card_b in cards_b:
+            ceilings_a, ceilings_b = a.card_ceilings.get(card_a, {}), b.card_ceilings.get(card_b, {})
+            common = [kind for kind in sorted(set(ceilings_a) & set(ceilings_b)) if ceilings_a[kind][1] == ceilings_b[kind][1]]
+            if not common:
+                return None
+            spreads.append(max(abs(ceilings_b[kind][0] / ceilings_a[kind][0] - 1.0) for kind in common))
+    return max(spreads) if spreads else None
+
+
 def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float,
                     seed: int) -> Comparison:
     keys_a = [k for k in sorted(a.timings) if _config_key(k) == config]
@@ -204,14 +231,17 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     foreign = [_process_name(s, k) for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{_process_name(s, k)}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
-    cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]))})
-    cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]))})
+    cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]) or _run_card(a))})
+    cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]) or _run_card(b))})
+    cards = (cards_a, cards_b) if cards_a and cards_b and cards_a != cards_b else None
+    # Across cards, a change the cards themselves show on the kit's ceilings is not the code's.
+    spread = card_spread(a, b, cards_a, cards_b) if cards else None
+    threshold_used = threshold + (spread or 0.0)
     return Comparison(
         *config, median_a=median(s for g in groups_a for s in g), median_b=median(s for g in groups_b for s in g),
         repeats_a=len(groups_a), repeats_b=len(groups_b), interval=interval,
-        verdict=verdict(interval, threshold, process_order(groups_a, groups_b)), threshold=threshold,
-        foreign_work=foreign, disturbed=disturbed,
-        cards=(cards_a, cards_b) if cards_a and cards_b and cards_a != cards_b else None)
+        verdict=verdict(interval, threshold_used, process_order(groups_a, groups_b)), threshold=threshold_used,
+        foreign_work=foreign, disturbed=disturbed, cards=cards, card_spread=spread)
 
 
 def compare(

@@ -28,14 +28,23 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     parts = []
     if changed:
         parts.append(f"A ran on {changed[0]} and B on {changed[1]}")
-    if mixed:
+    if mixed and (not changed or len(mixed) < len(result.comparisons)):
         parts.append(f"{len(mixed)} of {len(result.comparisons)} configurations were timed on different cards in A "
                      "and B (their notes name the cards)")
     models_differ = any(label == "GPU model" for label, _, _ in result.environment)
     why = "The GPU models differ" if models_differ else "Two cards of one model can differ in speed"
+    spreads = [c.card_spread for c in mixed if c.card_spread is not None]
+    allowance = ""
+    if spreads:
+        allowance = (f" Where both runs measured ceilings on the cards, a row across cards is FASTER or SLOWER only "
+                     f"beyond the threshold plus how far apart the two cards are on those measured the same way (copy, "
+                     f"L2, GEMM, harness floor): here {min(spreads):.1%} to {max(spreads):.1%}, named in each row's verdict.")
+    if len(spreads) < len(mixed):
+        allowance += (f" For {len(mixed) - len(spreads)} rows no ceiling was measured the same way on both cards, "
+                      "and their threshold is not widened.")
     return doc.Paragraph(
         "Different GPUs: " + "; ".join(parts) + f". {why}, so every verdict below compares the cards as well as the "
-        "code.", css_class="banner")
+        "code." + allowance, css_class="banner")
 
 
 def _summary(result: DiffResult) -> list[doc.Block]:

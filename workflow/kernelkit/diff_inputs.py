@@ -10,18 +10,23 @@ read defensively:
 - `foreign_work` (any truthy value) on a timing record, or a truthy `foreign` in any entry of
   its `sample_tags`: the process saw another process's work on its GPU;
 - `disturbed_samples`: a list of sample indices tagged throttled or low-clock by the sampler;
-- `gpu_uuid`, else `gpu_index`, on a timing record: the card that target ran on.
+- `gpu_uuid`, else `gpu_index`, on a timing record: the card that target ran on;
+- the ceiling records of each card (`ceilings/<kind>.json` of the run and of `gpus/<i>/`), whose
+  median per card says how much two cards differ on the kit's own yardsticks; one that is
+  missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.layout import run_result_files
+from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.records import read_json
 
 TimingKey = tuple[str, str, str, int]
@@ -34,6 +39,44 @@ class RunFiles:
     correctness: dict[tuple[str, str], dict[str, Any]]
     controls: dict[tuple[str, str], dict[str, Any]]
     timings: dict[TimingKey, dict[str, Any]]
+    # Per card UUID and ceiling: the median microseconds, and how it was measured
+    # (ceiling_measure), without which two cards' ceilings are not comparable.
+    card_ceilings: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
+
+
+# The ceilings every run measures per card (kernelkit.ceilings.KINDS).
+CEILING_KINDS = ("copy", "l2", "gemm", "floor")
+
+
+def ceiling_measure(record: dict[str, Any]) -> str:
+    """How a ceiling was measured, as far as it decides the number: the timing method's name and
+    host lead, and the sizes (sample counts and the fastest variant may differ between cards)."""
+    method = record.get("method") if isinstance(record.get("method"), dict) else {}
+    return json.dumps([method.get("name"), method.get("host_lead_us", 0.0), record.get("sizes")], sort_keys=True, default=str)
+
+
+def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
+    found: dict[str, dict[str, tuple[float, str]]] = {}
+    for directory in card_dirs(root):
+        try:  # runs made before ceiling records named their card: the card of the directory's environment
+            environment = read_json(directory / "environment.json")
+            directory_card = environment.get("gpu", {}).get("uuid") if isinstance(environment, dict) else None
+        except (KitError, AttributeError):
+            directory_card = None
+        for kind in CEILING_KINDS:
+            path = directory / "ceilings" / f"{kind}.json"
+            try:
+                record = read_json(path) if path.is_file() else None
+            except KitError:
+                continue
+            if not isinstance(record, dict):
+                continue
+            uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
+            usable = isinstance(samples, list) and samples and all(_is_number(v) and math.isfinite(v) and v > 0 for v in samples)
+            if isinstance(uuid, str) and uuid and usable:
+                how = ceiling_measure(record)
+                found.setdefault(uuid, {})[kind] = (float(median(samples)), how)
+    return found
 
 
 def read_object(path: Path, what: str) -> dict[str, Any]:
@@ -159,4 +202,5 @@ def load_run(path: str | Path) -> RunFiles:
         raise KitError(f"run directory {root} does not exist")
     timings = _timings(root)
     return RunFiles(dir=root, environment=read_object(root / "environment.json", "environment file"),
-                    correctness=_correctness(root), controls=_controls(root), timings=timings)
+                    correctness=_correctness(root), controls=_controls(root), timings=timings,
+                    card_ceilings=_card_ceilings(root))
