@@ -91,6 +91,6 @@ def graph_method(**changes):
     """The default config's timing method, with `changes`."""
     import dataclasses
 
-    from kernelkit.timing import GraphReplayMethod
+    from kernelkit.kernel_time import GraphReplayMethod
 
     return dataclasses.replace(GraphReplayMethod.from_timing(default_config()["timing"]), **changes)

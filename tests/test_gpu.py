@@ -55,7 +55,7 @@ def test_cli_negative_control_exits_zero_when_caught(control, capsys):
 def test_short_graph_replay_timing():
     from kernelkit import device
     from kernelkit.inputs import rng_for
-    from kernelkit.timing import graph_replay_samples
+    from kernelkit.kernel_time import graph_replay_samples
 
     cp = device.cupy()
     shape = (512, 128)
@@ -144,7 +144,7 @@ def _matmul_call(layout):
 
 
 def test_kernel_time_falls_back_to_events_where_capture_is_refused():
-    from kernelkit.timing import kernel_time_samples
+    from kernelkit.kernel_time import kernel_time_samples
 
     method = graph_method(warmup_launches=2, launches_per_graph=8, samples=4)
     samples, used, _ = kernel_time_samples(_matmul_call("cupy").call, method)  # CuPy refuses to capture cuBLAS
@@ -195,7 +195,7 @@ def test_time_and_span_commands_record_a_baseline(tmp_path):
 
 
 def test_cold_samples_are_single_calls_after_an_l2_flush():
-    from kernelkit.timing import L2Flush, kernel_time_samples
+    from kernelkit.kernel_time import L2Flush, kernel_time_samples
 
     flush = L2Flush()
     implementation = _matmul_call("reg4x4")
@@ -275,7 +275,7 @@ def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
 
 def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
     from kernelkit.stats import median_relative_halfwidth
-    from kernelkit.timing import kernel_time_samples
+    from kernelkit.kernel_time import kernel_time_samples
 
     call = _matmul_call("reg4x4").call
     loose = graph_method(warmup_launches=2, launches_per_graph=8, samples=5, stop_relative_spread=1.0)
@@ -349,7 +349,7 @@ def test_host_lead_keeps_the_graph_launch_latency_out_of_the_samples():
     host latency falls inside every sample), and on an idle host no late sample is kept."""
     import cupy as cp
 
-    from kernelkit.timing import kernel_time_samples
+    from kernelkit.kernel_time import kernel_time_samples
 
     empty = cp.RawKernel('extern "C" __global__ void empty() {}', "empty")
     call = lambda: empty((1,), (1,), ())  # noqa: E731

@@ -14,7 +14,7 @@ from conftest import REPO, graph_method, sampler_settings
 from kernelkit import ceilings, report, sampler
 from kernelkit.stats import median_relative_halfwidth
 from kernelkit.span import rotation
-from kernelkit.timing import launches_per_sample, stop_reason
+from kernelkit.kernel_time import launches_per_sample, stop_reason
 
 SETTINGS = sampler_settings(interval_ms=20, min_sm_clock_fraction=0.9)
 

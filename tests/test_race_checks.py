@@ -20,7 +20,8 @@ import pytest
 from conftest import REPO, default_config, padded_output
 
 from kernelkit import KitError, determinism, spec as specs, tools, verify
-from kernelkit.checks import CheckSettings, catching_check, check_case, sanitizer_cases
+from kernelkit.checks import CheckSettings, catching_check, check_case
+from kernelkit.tools import sanitizer_cases
 from kernelkit.inputs import rng_for
 from kernelkit.records import write_record
 

@@ -73,14 +73,14 @@ class CeilingSettings(kit_config.StageSettings):
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {
         "timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
         "ceilings": ("copy_bytes", "gemm_n"), "gpu_lock": LOCK_KEYS}
-    method: Any  # timing.GraphReplayMethod
+    method: Any  # kernel_time.GraphReplayMethod
     copy_bytes: int
     gemm_n: int
     lock: LockSettings
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "CeilingSettings":
-        from kernelkit.timing import GraphReplayMethod
+        from kernelkit.kernel_time import GraphReplayMethod
 
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["ceilings"]["copy_bytes"],
                    config["ceilings"]["gemm_n"], LockSettings.from_config(config["gpu_lock"]))
@@ -92,11 +92,11 @@ CEILING_TOLERANCE = 0.02
 
 def _fastest(variants: dict[str, Callable[[], Any]], method: Any) -> tuple[str, dict[str, Any]]:
     """Every variant timed with the method; the name of the one with the lowest median, and all."""
-    from kernelkit import timing
+    from kernelkit import kernel_time
 
     measured = {}
     for name, variant in variants.items():
-        samples, used, _ = timing.kernel_time_samples(variant, method)
+        samples, used, _ = kernel_time.kernel_time_samples(variant, method)
         measured[name] = {"samples_us": samples, "method_used": used}
     return min(measured, key=lambda name: median(measured[name]["samples_us"])), measured
 
@@ -163,7 +163,7 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int, compiled: Any 
     `compiled`: what compile_kernels(kind) returned, else it compiles here."""
     import cupy as cp
 
-    from kernelkit import timing
+    from kernelkit import kernel_time
 
     if kind in ("copy", "l2", "gemm"):
         if kind in ("copy", "l2"):
@@ -184,7 +184,7 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int, compiled: Any 
     if kind != "floor":
         raise ValueError(f"ceiling '{kind}' is not defined; allowed: {', '.join(KINDS)}")
     kernel = compiled or cp.RawKernel(EMPTY_KERNEL, "kernelkit_empty")
-    samples, used, _ = timing.kernel_time_samples(lambda: kernel((1,), (1,), ()), method)
+    samples, used, _ = kernel_time.kernel_time_samples(lambda: kernel((1,), (1,), ()), method)
     return {"kind": kind, "what": "an empty kernel, one thread, through the same timing method as every target",
             "samples_us": samples, "method": method.describe(), "method_used": used}
 
@@ -254,7 +254,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
-    write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
+    write_record(args.output, {**record, **environment.card(), "device_name": device.device_name(), "unit": "microseconds per call",
                                "sizes": sizes, "nvml_before": before, "nvml_after": after,
                                "busy_before_pct": gpu.busy_before_pct, "idle_wait": gpu.idle_wait,
                                "job": clock.describe()})

@@ -170,12 +170,6 @@ def correctness_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
     return [(shape, pattern) for shape in spec.correctness_shapes for pattern in spec.patterns]
 
 
-def sanitizer_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
-    """The few cases compute-sanitizer runs (see KernelSpec.sanitizer_shapes_used): the values a
-    pattern gives change no code path of these kernels, so one pattern, `normal`."""
-    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
-
-
 def suite_record(spec: KernelSpec, cases: list[CaseResult], mutation: str | None = None) -> dict[str, Any]:
     """The JSON body shared by correctness and control files."""
     failed = [case for case in cases if not case.passed]
@@ -228,6 +222,8 @@ def _settings_lock_and_clock(args: argparse.Namespace) -> tuple[CheckSettings, L
 
 
 def cmd_correctness(args: argparse.Namespace) -> int:
+    from kernelkit import tools
+
     settings, lock, clock = _settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
     layouts = args.layout or list(spec.all_layouts)
@@ -242,7 +238,7 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
     layouts = [layout for layout in layouts if layout not in skipped]
-    chosen = sanitizer_cases(spec) if args.sanitizer_cases else None
+    chosen = tools.sanitizer_cases(spec) if args.sanitizer_cases else None
     cases = (run_suite(spec, layouts, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock,
                        until_exit=True) if layouts else [])
     _print_cases(cases)
@@ -259,9 +255,9 @@ def cmd_correctness(args: argparse.Namespace) -> int:
 
 
 def _card() -> dict[str, Any]:
-    from kernelkit import device
+    from kernelkit import environment
 
-    return device.card()
+    return environment.card()
 
 
 def catching_check(case: Mapping[str, Any]) -> str:

@@ -5,8 +5,12 @@ Only rendering lives here; every number and verdict comes from kernelkit.diff's 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kernelkit import document as doc
-from kernelkit.diff import Comparison, DiffResult
+
+if TYPE_CHECKING:  # the data comes from kernelkit.diff, which calls build(): no import back at run time
+    from kernelkit.diff import Comparison, DiffResult
 
 VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
 

@@ -223,7 +223,7 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
         snapshot = nvml.snapshot()
         cuda = _cuda_fields(cp)  # may create the CUDA context: holding the lock (kernelkit.gpulock)
     return {
-        **device.card(),
+        **card(),
         "captured_utc": utc_now(),
         "config_sha256": canonical_hash(config),
         "host": _host_fields(),
@@ -270,3 +270,26 @@ def register(subparsers: Any) -> None:
 
     gpulock.add_arguments(p)
     p.set_defaults(func=cmd_environment)
+
+
+def card() -> dict[str, Any]:
+    """The card this process runs on, as every GPU record names it: NVML's UUID and index.
+
+    Read here, in the process, from the CUDA device the process uses (by PCI bus id), so it is
+    the card that did the work whatever CUDA_VISIBLE_DEVICES said; the index is NVML's, the
+    number nvidia-smi shows and the workflow's `gpus` list uses. Where no GPU or NVML answers
+    (a skipped tool run on a CPU machine) both are None rather than a guess.
+    """
+    from kernelkit import KitError, device
+
+    try:
+        bus_id = device.cupy().cuda.Device().pci_bus_id
+    except KitError:
+        return {"gpu_uuid": None, "gpu_index": None}
+    nvml = Nvml(bus_id)
+    uuid = nvml.read(lambda n, h: n.nvmlDeviceGetUUID(h))
+    index = nvml.read(lambda n, h: n.nvmlDeviceGetIndex(h))
+    return {
+        "gpu_uuid": uuid if isinstance(uuid, str) and not uuid.startswith(UNAVAILABLE) else None,
+        "gpu_index": index if isinstance(index, int) else None,
+    }

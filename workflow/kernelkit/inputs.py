@@ -8,6 +8,7 @@ Each pattern is chosen to expose a different class of bug: `normal` the ordinary
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -32,3 +33,10 @@ def pattern_array(pattern: str, shape: tuple[int, ...], rng: np.random.Generator
     else:
         raise ValueError(f"input pattern '{pattern}' is not defined; allowed: {', '.join(PATTERNS)}")
     return np.ascontiguousarray(values, dtype=np.float32)
+
+
+def timing_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
+    """The timing pattern's host inputs for one shape of a kernel (a spec.KernelSpec): the same
+    arrays for every layout and process that times or spans it."""
+    shape = spec.parse_shape(shape_text)
+    return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))

@@ -18,7 +18,7 @@ from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
-from kernelkit.timing import Call, elapsed_us
+from kernelkit.kernel_time import Call, elapsed_us
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,8 @@ def cmd_span(args: argparse.Namespace) -> int:
     from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
-    from kernelkit.timing import measured_around, timing_inputs
+    from kernelkit.inputs import timing_inputs
+    from kernelkit.timing import measured_around
 
     clock = gpulock.JobClock()
     settings = SpanSettings.from_json(args.settings)
@@ -153,7 +154,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     write_record(
         args.output,
         {
-            **device.card(),
+            **environment.card(),
             "kernel": spec.name,
             "shape": args.shape,
             "dims": dict(zip(spec.dims, shape)),

@@ -1,67 +1,25 @@
 """The timing stage: kernel time of one kernel / shape / layout / repeat in its own process.
 
-Kernel time: CUDA-event time around one replay of a CUDA graph holding `launches` calls,
-divided by that count (seed 003's method). A call that cannot be captured (CuPy refuses to
-capture cuBLAS) is timed instead as `launches` back-to-back calls between two events, and
-the record says which method ran and why. `launches` is `launches_per_graph`, lowered for
-long calls so that one sample lasts at most `max_sample_ms`. (The span view is span.py.)
-
-Compilation, allocation, host-device copies, warm-up calls and graph construction all
-happen before the first event is recorded. Nothing is timed whose correctness and negative
-controls did not pass on the same source (checks.require_checked).
+The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
+the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
+record. (The span view is span.py.) Nothing is timed whose correctness and negative controls
+did not pass on the same source (checks.require_checked).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import time
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, ClassVar, Mapping, Sequence
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
 
 from kernelkit import spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
+from kernelkit.inputs import timing_inputs
 from kernelkit.shape_bounds import check_fits
 from kernelkit.gpulock import add_arguments as add_lock_argument
+from kernelkit.kernel_time import GraphReplayMethod, HostLead, L2Flush, kernel_time_samples
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
-
-Call = Callable[[], Any]
-
-
-@dataclass(frozen=True)
-class GraphReplayMethod:
-    """How samples are taken; every field but the fixed `untimed_replays` comes from the config."""
-
-    warmup_launches: int
-    launches_per_graph: int
-    samples: int
-    max_sample_ms: float
-    # Optional stopping rule: after `samples`, keep sampling until the median's relative
-    # half-width falls below this, or a limit is reached. None: exactly `samples`.
-    stop_relative_spread: float | None
-    stop_max_seconds: float
-    stop_max_samples: int
-    # Microseconds the GPU spins before each sample's start event (see HostLead); 0: none.
-    host_lead_us: float = 0.0
-    # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
-    untimed_replays: int = 1
-
-    @classmethod
-    def from_timing(cls, timing: Mapping[str, Any]) -> "GraphReplayMethod":
-        """From the config's (validated) `timing` section or a slice of it."""
-        stop = timing.get("stop")
-        limits = stop or {key: kit_config.schema_default("timing", "stop", key) for key in ("max_seconds", "max_samples")}
-        return cls(timing["warmup_launches"], timing["launches_per_graph"], timing["samples"],
-                   float(timing["max_sample_ms"]), float(stop["relative_spread"]) if stop else None,
-                   float(limits["max_seconds"]), int(limits["max_samples"]),
-                   float(timing.get("host_lead_us", kit_config.schema_default("timing", "host_lead_us"))))
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": "cuda_graph_replay", **asdict(self)}
-
 
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
 # the plan (which targets exist, in which order), not how one target is timed.
@@ -88,219 +46,6 @@ class TimingSettings(kit_config.StageSettings):
                    SamplerSettings.from_config(config["sampler"]), LockSettings.from_config(config["gpu_lock"]))
 
 
-def stop_reason(samples: list[float], method: GraphReplayMethod, elapsed_s: float) -> str | None:
-    """Why sampling ends now ('fixed_count', 'spread', 'time_limit', 'sample_limit'), or None to go on."""
-    from kernelkit.stats import median_relative_halfwidth
-
-    if len(samples) < method.samples:
-        return None
-    if method.stop_relative_spread is None:
-        return "fixed_count"
-    if median_relative_halfwidth(samples) <= method.stop_relative_spread:
-        return "spread"
-    if elapsed_s >= method.stop_max_seconds:
-        return "time_limit"
-    if len(samples) >= method.stop_max_samples:
-        return "sample_limit"
-    return None
-
-
-def launches_per_sample(per_call_us: float, method: GraphReplayMethod) -> int:
-    """As many calls per sample as the method allows, but no sample longer than max_sample_ms."""
-    if per_call_us <= 0:
-        return method.launches_per_graph
-    return max(1, min(method.launches_per_graph, math.floor(method.max_sample_ms * 1000.0 / per_call_us)))
-
-
-HOLD_SOURCE = r"""
-extern "C" __global__ void kernelkit_hold(unsigned long long nanoseconds) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
-}
-"""
-# A sample counts only when its start event, calls and end event were all enqueued within this
-# fraction of the lead: the rest of the lead covers the GPU's own launch latency.
-HOST_LEAD_MARGIN = 0.9
-# Samples retaken for a late host, at most this many times the samples asked for; beyond, the
-# late samples are kept and counted in `method_used`.
-HOST_LATE_RETAKES = 3
-
-
-class HostLead:
-    """One thread spinning on the GPU clock for `lead_us` before each sample's start event.
-
-    Without it the start event is recorded on an idle GPU and the calls reach it only when the
-    host has enqueued them: the graph launch's host latency, and on a busy host any time the
-    process is descheduled, fall inside the timed interval (up to 75% of a 20 ms sample on a
-    host running 16 jobs). With it the host enqueues start, calls and end while the GPU still
-    spins; a sample whose enqueueing took longer than the lead may hold idle time and is retaken.
-    Build it holding the GPU lock: loading its module puts code on the GPU.
-    """
-
-    def __init__(self, lead_us: float) -> None:
-        from kernelkit import device
-
-        self.lead_us = float(lead_us)
-        self.kernel = None
-        if self.lead_us > 0:
-            cp = device.cupy()
-            self.kernel = cp.RawKernel(HOLD_SOURCE, "kernelkit_hold")
-            self.kernel.attributes  # noqa: B018 - compiles and loads the module now
-        self.nanoseconds = np.uint64(round(self.lead_us * 1000.0))
-
-    def launch(self) -> None:
-        if self.kernel is not None:
-            self.kernel((1,), (1,), (self.nanoseconds,))
-
-    def in_time(self, enqueue_s: float) -> bool:
-        return self.kernel is None or enqueue_s * 1e6 < HOST_LEAD_MARGIN * self.lead_us
-
-
-def elapsed_us(start: Any, end: Any) -> float:
-    import cupy as cp
-
-    return cp.cuda.get_elapsed_time(start, end) * 1000.0
-
-
-Window = tuple[float, float]
-
-
-def kernel_time_samples(
-    call: Call,
-    method: GraphReplayMethod,
-    before_samples: Callable[[Call], dict[str, Any]] | None = None,
-    flush: Call | None = None,
-    lead: HostLead | None = None,
-) -> tuple[list[float], dict[str, Any], list[Window]]:
-    """Per-call microseconds, one value per timed sample; what was actually done; and each
-    sample's host-side window (unix seconds), which the clock sampler's tags are matched to.
-
-    `before_samples(keep_busy)` runs after the graph is built, right before the first sample
-    (the optional wait for the SM clock); what it returns is recorded as `clock_wait`.
-
-    With `flush` (cold cache), each sample is one call, and `flush` is enqueued on the same
-    stream before the start event: the caches are evicted outside the timed interval.
-    """
-    import cupy as cp
-
-    from kernelkit.library import on_stream
-
-    lead = lead if lead is not None else HostLead(method.host_lead_us)
-    stream = cp.cuda.Stream(non_blocking=True)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    with on_stream(stream):
-        for _ in range(method.warmup_launches):
-            call()
-        start.record(stream)
-        for _ in range(3):
-            call()
-        end.record(stream)
-        end.synchronize()
-        launches = 1 if flush is not None else launches_per_sample(elapsed_us(start, end) / 3, method)
-
-        used: dict[str, Any] = {"launches_per_sample": launches, "cache": "warm" if flush is None else "cold"}
-        try:
-            graph = _capture(call, launches, stream)
-        except Exception as error:  # cuBLAS under CuPy, or any call the driver will not capture
-            stream.synchronize()
-            used.update(name="back_to_back_events", capture_error=f"{type(error).__name__}: {error}"[:300])
-            graph = None
-        else:
-            used["name"] = "cuda_graph_replay"
-            graph.upload(stream)
-            for _ in range(method.untimed_replays):
-                graph.launch(stream)
-            stream.synchronize()
-
-        def run_sample() -> None:
-            if graph is not None:
-                graph.launch(stream)
-            else:
-                for _ in range(launches):
-                    call()
-
-        if before_samples is not None:
-            used["clock_wait"] = before_samples(lambda: (run_sample(), stream.synchronize()))
-
-        samples_us, windows = [], []
-        retaken = kept_late = 0
-        began = time.monotonic()
-        while (stopped_by := stop_reason(samples_us, method, time.monotonic() - began)) is None:
-            if flush is not None:
-                flush()
-            opened = time.time()
-            enqueue_began = time.perf_counter()
-            lead.launch()
-            start.record(stream)
-            run_sample()
-            end.record(stream)
-            enqueue_s = time.perf_counter() - enqueue_began
-            end.synchronize()
-            if not lead.in_time(enqueue_s):
-                if retaken < HOST_LATE_RETAKES * method.samples:
-                    retaken += 1
-                    continue
-                kept_late += 1
-            windows.append((opened, time.time()))
-            samples_us.append(elapsed_us(start, end) / launches)
-        used["stopped_by"] = stopped_by
-        if lead.kernel is not None:
-            used["host_late"] = {"retaken": retaken, "kept": kept_late}
-        if method.stop_relative_spread is not None:
-            from kernelkit.stats import median_relative_halfwidth
-
-            used["relative_halfwidth"] = median_relative_halfwidth(samples_us)
-    return samples_us, used, windows
-
-
-class L2Flush:
-    """Evicts the L2 cache between cold samples: writes a buffer of twice the L2 size read from
-    the device, and resets persisting L2 lines through the driver (the kit sets none; this makes
-    sure no earlier process left any). Enqueued on the current stream; nothing waits on the host."""
-
-    def __init__(self) -> None:
-        import ctypes
-
-        import cupy as cp
-
-        device = cp.cuda.Device()
-        self.l2_bytes = int(cp.cuda.runtime.getDeviceProperties(device.id)["l2CacheSize"])
-        self.buffer = cp.empty(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=cp.float32)
-        self.flushes = 0
-        try:
-            driver = ctypes.CDLL("libcuda.so.1")
-            result = driver.cuCtxResetPersistingL2Cache()
-            self.persisting_reset = "done" if result == 0 else f"unavailable: cuCtxResetPersistingL2Cache returned {result}"
-        except (OSError, AttributeError) as error:
-            self.persisting_reset = f"unavailable: {error}"
-
-    def __call__(self) -> None:
-        self.flushes += 1
-        self.buffer.fill(float(self.flushes % 2))
-
-    def describe(self) -> dict[str, Any]:
-        return {"l2_bytes": self.l2_bytes, "flush_bytes": int(self.buffer.nbytes), "persisting_l2_reset": self.persisting_reset}
-
-
-def _capture(call: Call, launches: int, stream: Any) -> Any:
-    stream.begin_capture()
-    try:
-        for _ in range(launches):
-            call()
-    finally:
-        graph = stream.end_capture()
-    return graph
-
-
-def graph_replay_samples(call: Call, method: GraphReplayMethod) -> list[float]:
-    """Kernel time of a call that must be capturable (raw kernels); fails loudly otherwise."""
-    samples, used, _ = kernel_time_samples(call, method)
-    if used["name"] != "cuda_graph_replay":
-        raise RuntimeError(f"the call could not be captured in a CUDA graph: {used['capture_error']}")
-    return samples
-
-
 def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict[str, Any],
                     after: dict[str, Any]) -> dict[str, Any]:
     """What every timing and span file records about the work and the device around the samples."""
@@ -316,14 +61,6 @@ def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict
         "nvml_before": before,
         "nvml_after": after,
     }
-
-
-def timing_inputs(spec: specs.KernelSpec, shape_text: str) -> dict[str, Any]:
-    """The timing pattern's host inputs for one shape: the same arrays for every layout and process."""
-    from kernelkit.inputs import rng_for
-
-    shape = spec.parse_shape(shape_text)
-    return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
 
 
 def cmd_time(args: argparse.Namespace) -> int:
@@ -437,7 +174,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         args.output,
         {
             **identity,
-            **device.card(),
+            **environment.card(),
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,

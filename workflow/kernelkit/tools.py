@@ -84,6 +84,12 @@ def _run_tool(exe: str, tool: str, kernel: str, layout: str, control: str | None
             "status": "ran" if errors is not None else "did not run to its summary"}
 
 
+def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
+    """The few cases compute-sanitizer runs (spec.KernelSpec.sanitizer_shapes_used): the values a
+    pattern gives change no code path of these kernels, so one pattern, `normal`."""
+    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
+
+
 def sanitize(kernel: str, layout: str, timeout_s: float = 900) -> dict[str, Any]:
     """memcheck and racecheck over the layout's sanitizer cases, or why they were skipped."""
     exe = shutil.which("compute-sanitizer")
@@ -170,14 +176,12 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
 
 
 def _card() -> dict[str, Any]:
-    from kernelkit import device
+    from kernelkit import environment
 
-    return device.card()
+    return environment.card()
 
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
-    from kernelkit.checks import sanitizer_cases
-
     spec = specs.load(args.kernel)
     if spec.is_baseline(args.layout):
         raise KitError(f"the sanitizer checks hand-written kernels; '{args.layout}' is a library baseline")
@@ -214,7 +218,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
     holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
     from kernelkit import device, environment, gpulock, library
-    from kernelkit.timing import timing_inputs
+    from kernelkit.inputs import timing_inputs
 
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
