@@ -98,9 +98,10 @@ class HostLead:
 
     Without it the start event is recorded on an idle GPU and the calls reach it only when the
     host has enqueued them: the graph launch's host latency, and on a busy host any time the
-    process is descheduled, fall inside the timed interval (up to 75% of a 20 ms sample on a
-    host running 16 jobs). With it the host enqueues start, calls and end while the GPU still
-    spins; a sample whose enqueueing took longer than the lead may hold idle time and is retaken.
+    process is descheduled, fall inside the timed interval. With it the host enqueues start,
+    calls and end while the GPU still spins; a sample whose enqueueing took longer than the lead
+    may hold idle time and is retaken. In full default runs on one H200 with 16 jobs at a time
+    (2026-11-30), 137 to 140 of about 2,600 samples were enqueued later than 1.8 ms and retaken.
     Build it holding the GPU lock: loading its module puts code on the GPU.
     """
 
