@@ -113,8 +113,8 @@ def cmd_time(args: argparse.Namespace) -> int:
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
 
-    def placed(index: int) -> tuple[Any, dict[str, Any]]:
-        """The implementation on a fresh copy of the inputs; placement i > 0 first takes i MiB more
+    def placed(index: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+        """The implementation on a fresh copy of the inputs, those buffers, and where they lie; placement i > 0 first takes i MiB more
         of the pool, so its buffers land elsewhere (where they land can change a time by 20%)."""
         if index:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
