@@ -114,8 +114,9 @@ def cmd_time(args: argparse.Namespace) -> int:
     held: list[Any] = []
 
     def placed(index: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """The implementation on a fresh copy of the inputs, those buffers, and where they lie; placement i > 0 first takes i MiB more
-        of the pool, so its buffers land elsewhere (where they land can change a time by 20%)."""
+        """The implementation on a fresh copy of the inputs, those buffers, and where they lie.
+        Placement i > 0 first takes i MiB more of the pool, so its buffers land elsewhere (where
+        they land can change a time by 20%)."""
         if index:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
         buffers = device.upload(host_inputs)
