@@ -190,3 +190,16 @@ def test_ceiling_kernels_compile_for_sm90(tmp_path):
         done = subprocess.run([shutil.which("nvcc"), "-arch=sm_90", "-cubin", "-o", str(tmp_path / f"{name}.cubin"),
                                str(path)], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+
+
+def test_a_sample_counts_only_when_enqueued_within_90_percent_of_the_host_lead():
+    """The rule that retakes late samples, without a GPU: a lead of 2000 us accepts an enqueueing
+    of 1.79 ms and retakes one of 1.81 ms; no lead (0) accepts everything."""
+    from kernelkit.kernel_time import HOST_LEAD_MARGIN, HostLead
+
+    off = HostLead(0.0)
+    assert off.kernel is None and off.in_time(10.0)
+    on = object.__new__(HostLead)  # the spinning kernel needs a GPU; the rule does not
+    on.lead_us, on.kernel = 2000.0, "a compiled kernel"
+    assert HOST_LEAD_MARGIN == 0.9
+    assert on.in_time(0.00179) and not on.in_time(0.00181)
