@@ -136,8 +136,8 @@ class DiffResult:
     @property
     def gpu_changed(self) -> tuple[Any, Any] | None:
         """The two GPU UUIDs when both are recorded and differ: every verdict then compares cards too."""
-        uuid_a, uuid_b = (_lookup(run.environment, ("gpu", "uuid")) for run in (self.a, self.b))
-        if NOT_RECORDED in (uuid_a, uuid_b) or uuid_a == uuid_b:
+        uuid_a, uuid_b = _run_card(self.a), _run_card(self.b)
+        if None in (uuid_a, uuid_b) or uuid_a == uuid_b:
             return None
         return uuid_a, uuid_b
 

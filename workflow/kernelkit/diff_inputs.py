@@ -44,10 +44,6 @@ class RunFiles:
     card_ceilings: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
 
 
-# The ceilings every run measures per card (kernelkit.ceilings.KINDS).
-CEILING_KINDS = ("copy", "l2", "gemm", "floor")
-
-
 def ceiling_measure(record: dict[str, Any]) -> str:
     """How a ceiling was measured, as far as it decides the number: the timing method's name and
     host lead, and the sizes (sample counts and the fastest variant may differ between cards)."""
@@ -63,10 +59,9 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
             directory_card = environment.get("gpu", {}).get("uuid") if isinstance(environment, dict) else None
         except (KitError, AttributeError):
             directory_card = None
-        for kind in CEILING_KINDS:
-            path = directory / "ceilings" / f"{kind}.json"
+        for path in run_result_files(directory, "ceilings"):
             try:
-                record = read_json(path) if path.is_file() else None
+                record = read_json(path)
             except KitError:
                 continue
             if not isinstance(record, dict):
@@ -74,8 +69,7 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
             uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
             usable = isinstance(samples, list) and samples and all(_is_number(v) and math.isfinite(v) and v > 0 for v in samples)
             if isinstance(uuid, str) and uuid and usable:
-                how = ceiling_measure(record)
-                found.setdefault(uuid, {})[kind] = (float(median(samples)), how)
+                found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), ceiling_measure(record))
     return found
 
 

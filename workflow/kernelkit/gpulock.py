@@ -183,9 +183,6 @@ def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
 # Keys this process holds now, with their depth, so nested stages do not wait on themselves
 # (a second flock on a new descriptor of the same file blocks even within one process).
 _held: dict[str, int] = {}
-# Descriptors of locks kept until the process exits: the kernel closes them after the driver
-# has torn the CUDA context down.
-_kept_until_exit: list[int] = []
 # Only a command that is its own process keeps a lock until it exits: a caller that runs a
 # command inside a longer-lived process (the tests) may start GPU processes after it.
 _command_is_process = False
@@ -241,19 +238,17 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False) -> Iter
                 yield record
             finally:
                 record.held_s = round(time.monotonic() - got, 6)
-                if until_exit:
-                    record.kept_until_exit = True
-                    _kept_until_exit.append(fd)
-                    _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(),
-                                       "acquired_unix_s": record.acquired_unix_s, "released_unix_s": "at exit"})
-                else:
+                record.kept_until_exit = until_exit
+                if not until_exit:
                     del _held[key]
                     record.released_unix_s = time.time()
-                    _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(),
-                                       "acquired_unix_s": record.acquired_unix_s, "released_unix_s": record.released_unix_s})
+                _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s,
+                                   "released_unix_s": record.released_unix_s or "at exit"})
         finally:
-            if fd not in _kept_until_exit:
-                os.close(fd)  # closing the only descriptor releases the flock
+            # Closing the only descriptor releases the flock; a lock kept until exit is closed by the
+            # kernel when the process ends, after the driver has torn the CUDA context down.
+            if not record.kept_until_exit:
+                os.close(fd)
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:

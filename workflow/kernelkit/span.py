@@ -135,7 +135,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         # `out`, so each is judged right after its own call).
         comparer = verify.DeviceComparer()
         reference = verify.reference_for(spec, shape, host_inputs, buffers)
-        verified = {layout: verify.verify_timed_output(spec, layout, args.shape, host_inputs, impl, reference, comparer)
+        verified = {layout: verify.verify_timed_output(spec, layout, args.shape, impl, reference, comparer)
                     for layout, impl in implementations.items()}
         del reference
         cp.get_default_memory_pool().free_all_blocks()

@@ -148,20 +148,18 @@ def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.n
     return reference, scale, f"float64 on CPU (the reference does not run on CuPy: {why})"
 
 
-def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, host_inputs: Mapping[str, np.ndarray],
-                        implementation: Any, reference: tuple[Any, Any, str] | None = None,
-                        comparer: DeviceComparer | None = None) -> dict[str, Any]:
+def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, implementation: Any,
+                        reference: tuple[Any, Any, str], comparer: DeviceComparer | None = None) -> dict[str, Any]:
     """One untimed call of `implementation` on the timed inputs, judged against float64; KitError
     (one sentence, nothing timed) when it misses the tolerance. Returns the record's `verified`.
 
     `reference`: reference_for's answer, computed before the call (from the same buffers, so a
     kernel that wrote into its inputs cannot move its own yardstick) and shared by the layouts of
-    one shape; `comparer`: a DeviceComparer, loaded once."""
+    one shape; the caller frees it. `comparer`: a DeviceComparer, loaded once."""
     from kernelkit import device, library
 
     cp = device.cupy()
-    shape = spec.parse_shape(shape_text)
-    reference, scale, where = reference if reference is not None else reference_for(spec, shape, host_inputs)
+    reference, scale, where = reference
     if implementation.out is not None:
         implementation.out.data.memset_async(0xFF, implementation.out.nbytes)  # all-ones bits: NaN, so an unwritten element fails
     result = implementation.call()

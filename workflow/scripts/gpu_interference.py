@@ -54,8 +54,7 @@ def disturb(kind: str) -> None:
             pinned[::4096] = 1
             del pinned
         elif kind == "alloc":
-            block = cp.empty((256 << 20,), dtype=cp.float32)
-            del block
+            cp.empty((256 << 20,), dtype=cp.float32)  # allocated, dropped at once, then freed
             cp.get_default_memory_pool().free_all_blocks()
         count += 1
 
