@@ -144,11 +144,25 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
             for n, output in zip((1, 2), outputs)]
     assert [job.wait(timeout=300) for job in jobs] == [0, 0]
     records = [read_json(output) for output in outputs]
-    # Each job kept the lock until it exited (its CUDA context died inside it), so the second
-    # acquired it after the whole first body.
-    assert all(w["kept_until_exit"] and w["released_unix_s"] is None for r in records for w in r["job"]["gpu_work"])
-    stretches = sorted((w["acquired_unix_s"], w["acquired_unix_s"] + w["held_s"]) for r in records for w in r["job"]["gpu_work"])
-    assert len(stretches) == 2 and stretches[0][1] <= stretches[1][0]
+    # Each job shared the GPU while it loaded and checked, had it alone while it timed, and shared
+    # it again until it exited (its CUDA context died inside the lock). No job's exclusive stretch
+    # overlaps anything of the other's.
+    def shared_parts(job: dict) -> list[tuple[float, float]]:
+        shared, exclusive = job["gpu_work"]
+        return [(shared["acquired_unix_s"], exclusive["acquired_unix_s"] - exclusive["waited_s"]),
+                (exclusive["released_unix_s"], job["ended_unix_s"])]
+
+    for record in records:
+        works = record["job"]["gpu_work"]
+        assert [w["mode"] for w in works] == ["shared", "exclusive"]
+        assert works[0]["kept_until_exit"] and works[0]["released_unix_s"] is None
+        assert works[1]["upgraded"] and not works[1]["kept_until_exit"]
+    for mine, other in (records, records[::-1]):
+        exclusive = mine["job"]["gpu_work"][1]
+        alone = (exclusive["acquired_unix_s"], exclusive["released_unix_s"])
+        for start, end in shared_parts(other["job"]) + [(other["job"]["gpu_work"][1]["acquired_unix_s"],
+                                                         other["job"]["gpu_work"][1]["released_unix_s"])]:
+            assert not (start < alone[1] and alone[0] < end), (alone, start, end)
     for record in records:
         assert record["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
         assert record["job"]["wall_s"] >= record["job"]["lock_waited_s"] + record["job"]["lock_held_s"]

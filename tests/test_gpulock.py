@@ -283,3 +283,122 @@ def test_a_lock_kept_until_exit_is_released_by_the_exit_not_the_body(lock_dir, t
     assert lock_is_free(path) is (not held_after_body)
     assert keeper.wait(timeout=30) == 0
     assert lock_is_free(path)
+
+
+STRETCH = """
+import json, sys, time
+from kernelkit import gpulock
+plan = json.loads(sys.argv[2])
+if plan.get("process"):
+    gpulock.command_is_process()
+time.sleep(max(0.0, plan["at"] - time.time()))
+inner = None
+with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), plan.get("until_exit", False), plan["mode"]) as outer:
+    time.sleep(plan["hold_s"])
+    if "exclusive_s" in plan:
+        with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), mode="exclusive") as inner:
+            time.sleep(plan["exclusive_s"])
+        time.sleep(plan.get("shared_after_s", 0.0))
+print(json.dumps({"outer": outer.describe(), "inner": inner.describe() if inner else None}), flush=True)
+time.sleep(plan.get("after_body_s", 0.0))
+"""
+
+
+def run_stretches(plans: list[dict]) -> list[dict]:
+    """Each plan in its own process, all started before the earliest plan's `at`; their records."""
+    env = kit_env(REPO)
+    processes = [subprocess.Popen([sys.executable, "-c", STRETCH, KEY, json.dumps(plan)], env=env,
+                                  stdout=subprocess.PIPE, text=True) for plan in plans]
+    return [json.loads(process.communicate(timeout=60)[0]) for process in processes]
+
+
+def interval(work: dict) -> tuple[float, float]:
+    return work["acquired_unix_s"], work["released_unix_s"]
+
+
+def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_shared_holders_overlap_each_other_and_never_an_exclusive_one(lock_dir):
+    at = time.time() + 4.0  # late enough that every process has started, even on a loaded machine
+    shared_a, shared_b, exclusive = run_stretches([
+        {"at": at, "mode": "shared", "hold_s": 0.6},
+        {"at": at, "mode": "shared", "hold_s": 0.6},
+        {"at": at + 0.2, "mode": "exclusive", "hold_s": 0.3},
+    ])
+    a, b, x = interval(shared_a["outer"]), interval(shared_b["outer"]), interval(exclusive["outer"])
+    assert overlap(a, b), "two shared holders ran one after the other"
+    assert not overlap(x, a) and not overlap(x, b)
+    assert exclusive["outer"]["contended"] and exclusive["outer"]["waited_s"] > 0.2
+    assert [shared_a["outer"]["mode"], exclusive["outer"]["mode"]] == ["shared", "exclusive"]
+
+
+def test_a_waiting_exclusive_holder_goes_before_shared_holders_that_came_after_it(lock_dir):
+    """The gate: without it, shared holders arriving one after another would keep the lock shared
+    for ever, and a timing process would never get the GPU."""
+    at = time.time() + 4.0
+    first, exclusive, later = run_stretches([
+        {"at": at, "mode": "shared", "hold_s": 1.0},
+        {"at": at + 0.3, "mode": "exclusive", "hold_s": 0.3},
+        {"at": at + 0.6, "mode": "shared", "hold_s": 0.3},
+    ])
+    assert first["outer"]["released_unix_s"] <= exclusive["outer"]["acquired_unix_s"]
+    assert exclusive["outer"]["released_unix_s"] <= later["outer"]["acquired_unix_s"]
+    assert later["outer"]["contended"] and later["outer"]["waited_s"] > 0.5
+
+
+def test_an_exclusive_stretch_inside_a_shared_hold_excludes_others_and_shares_again_after(lock_dir):
+    """A timing job: shared while it loads and checks, exclusive while it times, shared again
+    until it exits (its context is destroyed at exit)."""
+    at = time.time() + 4.0
+    path = lock_dir / gpulock.lock_name(KEY)
+    env = kit_env(REPO)
+    job = subprocess.Popen([sys.executable, "-c", STRETCH, KEY, json.dumps(
+        {"at": at, "mode": "shared", "hold_s": 0.3, "exclusive_s": 0.5, "until_exit": True, "process": True,
+         "after_body_s": 1.5})], env=env, stdout=subprocess.PIPE, text=True)
+    neighbour = run_stretches([{"at": at + 0.1, "mode": "shared", "hold_s": 0.6}])[0]
+    record = json.loads(job.stdout.readline())
+    inner = record["inner"]
+    assert inner["mode"] == "exclusive" and not inner["nested"] and not inner["kept_until_exit"]
+    assert not overlap(interval(inner), interval(neighbour["outer"]))
+    # After the body the job still shares the GPU: no exclusive holder can come in, a shared one can.
+    assert record["outer"]["kept_until_exit"] and record["outer"]["released_unix_s"] is None
+    assert not lock_is_free(path)
+    probe = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    finally:
+        os.close(probe)
+    assert job.wait(timeout=30) == 0
+    assert lock_is_free(path)
+
+
+def test_nested_stretches_within_one_process_do_not_wait_on_themselves(lock_dir):
+    with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.EXCLUSIVE) as outer:
+        with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.SHARED) as inner:
+            pass
+    assert inner.nested and not outer.nested
+    with pytest.raises(ValueError, match="mode must be"):
+        with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode="both"):
+            pass
+    assert lock_is_free(lock_dir / gpulock.lock_name(KEY))
+
+
+def test_a_job_clock_counts_an_upgrade_once_and_its_wait_as_waiting(lock_dir, tmp_path):
+    """The upgrade lies within its shared stretch; while it waits the process holds nothing."""
+    holder, _ = start_holder(tmp_path, hold_s=0.6)  # exclusive, so even the shared hold waits
+    clock = gpulock.JobClock()
+    with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.SHARED) as shared:
+        clock.add(shared)
+        time.sleep(0.1)
+        with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.EXCLUSIVE) as exclusive:
+            clock.add(exclusive)
+            time.sleep(0.2)
+    holder.communicate(timeout=30)
+    job = clock.describe()
+    assert exclusive.upgraded and not shared.upgraded and shared.waited_s > 0.3
+    assert job["lock_waited_s"] == pytest.approx(shared.waited_s + exclusive.waited_s, abs=1e-5)
+    assert job["lock_held_s"] == pytest.approx(shared.held_s - exclusive.waited_s, abs=1e-5)
+    assert job["exclusive_held_s"] == pytest.approx(exclusive.held_s, abs=1e-6) and exclusive.held_s >= 0.2
+    assert job["wall_s"] >= job["lock_waited_s"] + job["lock_held_s"]

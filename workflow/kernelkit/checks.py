@@ -158,8 +158,8 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     if not prepared:
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
-                               clock or gpulock.JobClock(), until_exit):
+    with gpulock.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
+                            clock or gpulock.JobClock(), until_exit):
         compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
                                 case, runs) for case in prepared]
@@ -260,6 +260,16 @@ def _card() -> dict[str, Any]:
     return environment.card()
 
 
+def _share_until_exit(lock: LockSettings, clock: Any) -> None:
+    """Share the GPU again until this process exits, once its child processes are done: the
+    driver destroys the CUDA context at exit, which must not overlap a timing."""
+    from kernelkit import device, environment, gpulock
+
+    bus_id = device.cupy().cuda.Device().pci_bus_id
+    with gpulock.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock, until_exit=True):
+        pass
+
+
 def catching_check(case: Mapping[str, Any]) -> str:
     """Which check a failing case failed: determinism when only the repeated launches disagreed."""
     return "determinism" if case["symptom"] == determinism.DIFFER_SYMPTOM else "correctness"
@@ -284,8 +294,9 @@ def cmd_control(args: argparse.Namespace) -> int:
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
     # for a control that declares a bug only threads show (every layout must show it), or when no
     # layout caught it at all (a control aimed at one layout need not fail in the others).
-    # It runs a child `kernelkit correctness` process that takes the GPU lock itself: this process
-    # must not hold the lock here, or the child waits on its parent (see kernelkit.gpulock).
+    # It runs a child `kernelkit correctness` process that shares the GPU lock itself: this process
+    # must not hold it meanwhile, or a timing process waiting for the GPU would close the gate on
+    # the child while waiting for this parent (see kernelkit.gpulock).
     look = bool(mutation.needs_gpu_to_show) or not caught
     racecheck = {layout: tools.racecheck_control(spec.name, layout, args.control, lock_dir=args.lock_dir)
                  for layout, check in by_layout.items() if check is None and look}
@@ -299,6 +310,7 @@ def cmd_control(args: argparse.Namespace) -> int:
             f"cases, {settings.determinism_runs} identical launches each, and racecheck"
             f"{' (' + unchecked + ')' if unchecked else ''}: the checks cannot see this bug, so no timing will run"
         )
+    _share_until_exit(lock, clock)
     if caught:
         first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
         first["check"] = catching_check(caught[0])

@@ -1,41 +1,44 @@
-"""One GPU, many jobs: an exclusive per-GPU lock held only while that GPU does the kit's work.
+"""One GPU, many jobs: a per-GPU lock, exclusive while the kit times and shared while it only
+sets up, held only while that GPU does the kit's work.
 
 Why: `snakemake --cores N` overlaps the CPU side of many jobs (process start, imports, NVRTC
-compilation, input generation, float64 references, writing records), but two processes timing
-on one GPU time each other. The lock lets the CPU side run in parallel and keeps GPU work
-exclusive, across Snakemake invocations, clones and users of one host.
+compilation, input generation, float64 references, writing records), but two processes on one
+GPU disturb each other's timings. The lock lets the CPU side and the untimed GPU side run in
+parallel and keeps timed work alone on the GPU, across Snakemake invocations, clones and users
+of one host.
 
-How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`. The kernel drops the lock when
-the holder's file is closed, which it does when the process dies (even by SIGKILL), so there is
-no stale pid file to clean up. The directory is system-wide by default (/tmp/kernelkit-locks,
-mode 1777 like /tmp) so every clone and user meets the same lock; `gpu_lock.dir` in the config
-or KERNELKIT_LOCK_DIR in the environment moves it (the variable wins, so one shell can isolate
-a test). The file's text names the last holder (pid, host, times); that is for people and for
-excluding the previous holder's trailing utilisation samples, never for deciding who holds it.
+How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`, shared or exclusive, behind a
+gate file (`.gate`) that an exclusive holder closes while it waits, so that shared holders
+cannot starve it. The kernel drops a lock when the holder's file is closed, which it does when
+the process dies (even by SIGKILL), so there is no stale pid file to clean up. The directory is
+system-wide by default (/tmp/kernelkit-locks, mode 1777 like /tmp) so every clone and user meets
+the same lock; `gpu_lock.dir` in the config or KERNELKIT_LOCK_DIR in the environment moves it
+(the variable wins, so one shell can isolate a test). The file's text names the last exclusive
+holder (pid, host, times); that is for people and for excluding its trailing utilisation
+samples, never for deciding who holds it.
 
-Inside the lock (the GPU works; anything here can disturb or be disturbed by a timing):
-  uploading inputs and allocating buffers, warm-up, correctness launches and their downloads,
-  negative-control launches, timed samples (graph upload, untimed replays, clock wait),
-  spans, ceilings, the harness floor, the sanitizer's and Nsight Compute's runs of the kit
-  (taken by the child `kernelkit correctness` / `profile-call` process, not by the parent,
-  which would otherwise deadlock on its own child), and a library baseline's `make_call`
-  (Triton compiles there, but also allocates and may launch: inside, to be safe; its package
-  is imported before, by `device.compile_layout` through `library.preload`).
+Exclusive (nothing else of the kit on the GPU): warm-up and timed samples (graph upload,
+  untimed replays, clock wait) and the uploads of later buffer placements, spans, ceilings,
+  the harness floor, and Nsight Compute's run of the kit (taken by the child `profile-call`
+  process, not by the parent, which would otherwise wait on its own child).
+Shared (beside other untimed kit work, never beside a timing): creating the CUDA context,
+  loading modules (NVRTC compiles there, coupled to the load by CuPy; a layout's first build is
+  its correctness job's, and later processes find the binary in CuPy's disk cache), allocating
+  and uploading inputs, the check of the timed output, correctness and negative-control launches
+  and their downloads (also in the sanitizer's `kernelkit correctness` children, which share
+  with their parent), and a library baseline's `make_call` (Triton compiles there, and may
+  allocate and launch).
 Outside the lock (the CPU works): imports, spec loading, argument and config checks, reading
-  correctness/control records, input generation, float64 references and the checks on
-  downloaded bits, tagging, summaries, writing records. NVRTC compilation happens inside, with
-  the module load CuPy couples it to (`device.compile_kernel` reads the function's attributes,
-  which compiles and loads it); a layout's first build is its correctness job's, and every later
-  process finds the binary in CuPy's disk cache.
+  correctness/control records, input generation, float64 references on the host and the checks
+  on downloaded bits, tagging, summaries, writing records.
 
-The CUDA context itself is GPU work. Measured on an H200 (a 1 GB copy timed while eight other
-processes looped, 2026-11-30): processes creating contexts made 30 of 191 samples more than 5%
-slower (up to +70%), processes loading modules slowed every sample by 13%, and processes
-allocating and freeing device memory by 11%; pinning host memory changed nothing. So the
-measuring stages (timing, span, ceilings, correctness) take the lock before their first call that
-creates the context and keep it until the process has exited (`until_exit`): the context is
-created, used and destroyed (at exit, by the driver) inside the lock, and NVRTC finds the
-kernels in CuPy's disk cache, where the layout's correctness job left them.
+Why the untimed GPU work is locked at all: measured on an H200 (a 1 GB copy timed while eight
+other processes looped, 2026-11-30), processes creating contexts made 30 of 191 samples more
+than 5% slower (up to +70%), processes loading modules slowed every sample by 13%, and processes
+allocating and freeing device memory by 11%; pinning host memory changed nothing. A process
+that waits for the exclusive lock holds an idle context, which disturbs nothing. The GPU stages
+keep their shared hold until the process has exited (`until_exit`): the CUDA context is
+destroyed at exit, by the driver, and that must not overlap a timing either.
 """
 
 from __future__ import annotations
@@ -113,9 +116,13 @@ class GpuWork:
     lock_path: str
     enabled: bool = True
     nested: bool = False
+    # True: an exclusive stretch inside this process's shared hold, which it let go while waiting.
+    upgraded: bool = False
     waited_s: float = 0.0
     held_s: float = 0.0
     contended: bool = False
+    # "exclusive": nobody else's kit work on the GPU; "shared": only beside other shared work.
+    mode: str = "exclusive"
     # True: the lock was kept past held_s until the process exited (released_unix_s is then None).
     kept_until_exit: bool = False
     acquired_unix_s: float | None = None
@@ -180,9 +187,22 @@ def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
         os.pwrite(fd, text.encode(), 0)
 
 
-# Keys this process holds now, with their depth, so nested stages do not wait on themselves
-# (a second flock on a new descriptor of the same file blocks even within one process).
-_held: dict[str, int] = {}
+SHARED = "shared"
+EXCLUSIVE = "exclusive"
+
+
+@dataclass
+class _Hold:
+    """This process's hold on one GPU: the descriptors of its two lock files and the mode."""
+
+    lock_fd: int
+    gate_fd: int
+    mode: str
+
+
+# GPUs this process holds now, so nested stages do not wait on themselves (a second flock on a
+# new descriptor of the same file conflicts even within one process).
+_held: dict[str, _Hold] = {}
 # Only a command that is its own process keeps a lock until it exits: a caller that runs a
 # command inside a longer-lived process (the tests) may start GPU processes after it.
 _command_is_process = False
@@ -194,61 +214,112 @@ def command_is_process() -> None:
     _command_is_process = True
 
 
-@contextlib.contextmanager
-def gpu_work(key: str, settings: LockSettings, until_exit: bool = False) -> Iterator[GpuWork]:
-    """Hold the GPU's lock for the body; the yielded record gets waited_s and held_s filled in.
+def _flock(fd: int, operation: int, record: GpuWork) -> None:
+    """flock, noting in the record whether someone else held a conflicting lock at the time."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        record.contended = True
+        fcntl.flock(fd, operation)
 
-    `until_exit`: keep the lock after the body, until the process exits (its CUDA context is
-    destroyed at exit, which is GPU work too); held_s then counts the body only.
 
-    Blocks until every other holder of this GPU's lock has finished (the kernel wakes the
-    waiters; no polling). With `settings.enabled` false the body runs unlocked and the record
-    says so, so a run made that way can be told apart.
+def _take(hold: _Hold, mode: str, record: GpuWork) -> None:
+    """Take the GPU in `mode`, the descriptors holding nothing yet.
+
+    Shared: pass the gate (closed while an exclusive holder waits or works), then share the lock.
+    Exclusive: close the gate, then wait until every shared holder has left. The gate is what
+    keeps a stream of shared holders from starving the exclusive one.
     """
+    if mode == EXCLUSIVE:
+        _flock(hold.gate_fd, fcntl.LOCK_EX, record)
+        _flock(hold.lock_fd, fcntl.LOCK_EX, record)
+    else:
+        _flock(hold.gate_fd, fcntl.LOCK_SH, record)
+        try:
+            _flock(hold.lock_fd, fcntl.LOCK_SH, record)
+        finally:
+            fcntl.flock(hold.gate_fd, fcntl.LOCK_UN)
+    hold.mode = mode
+
+
+def _share_after_exclusive(hold: _Hold) -> None:
+    """From exclusive to shared. The gate is still closed, so no one can take the GPU in between
+    (flock converts by releasing first); then it opens."""
+    fcntl.flock(hold.lock_fd, fcntl.LOCK_SH)
+    fcntl.flock(hold.gate_fd, fcntl.LOCK_UN)
+    hold.mode = SHARED
+
+
+@contextlib.contextmanager
+def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: str = EXCLUSIVE) -> Iterator[GpuWork]:
+    """Hold the GPU for the body, shared or exclusive; the yielded record gets waited_s and held_s.
+
+    Exclusive: no other kit process does anything on this GPU (timed samples, spans, ceilings).
+    Shared: GPU work that disturbs a timing but is not itself timed (creating the CUDA context,
+    loading modules, allocating, uploading, correctness launches): shared holders overlap each
+    other, never an exclusive holder. An exclusive stretch inside a shared one lets the shared
+    hold go while it waits (two processes that both wait to upgrade would otherwise deadlock)
+    and is shared again afterwards.
+
+    `until_exit`: keep the GPU shared after the body, until the process exits: its CUDA context
+    is destroyed at exit, which is GPU work too; held_s counts the body only.
+
+    Blocks until the conflicting holders have finished (the kernel wakes the waiters; no
+    polling). With `settings.enabled` false the body runs unlocked and the record says so, so a
+    run made that way can be told apart.
+    """
+    if mode not in (SHARED, EXCLUSIVE):
+        raise ValueError(f"mode must be {SHARED!r} or {EXCLUSIVE!r}, not {mode!r}")
     until_exit = until_exit and _command_is_process
     path = (ensure_lock_dir(settings.lock_dir()) if settings.enabled else settings.lock_dir()) / lock_name(key)
-    record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled)
-    if not settings.enabled or key in _held:
-        record.nested = key in _held
-        if record.nested:
-            _held[key] += 1
+    record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled, mode=mode)
+    hold = _held.get(key)
+    if not settings.enabled or (hold is not None and (hold.mode == EXCLUSIVE or mode == SHARED)):
+        record.nested = hold is not None
         began = time.monotonic()
         try:
             yield record
         finally:
             record.held_s = round(time.monotonic() - began, 6)
-            if record.nested:
-                _held[key] -= 1
+        return
+    upgrading = record.upgraded = hold is not None
+    if hold is None:
+        hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")), mode)
     else:
-        fd = _open_lock_file(path)
+        fcntl.flock(hold.lock_fd, fcntl.LOCK_UN)
+    kept = False
+    try:
+        asked = time.monotonic()
+        _take(hold, mode, record)
+        got = time.monotonic()
+        record.waited_s = round(got - asked, 6)
+        record.acquired_unix_s = time.time()
+        if mode == EXCLUSIVE:
+            record.previous_holder = _read_holder(hold.lock_fd)
+            _write_holder(hold.lock_fd, {"pid": os.getpid(), "host": socket.gethostname(),
+                                         "acquired_unix_s": record.acquired_unix_s})
         try:
-            asked = time.monotonic()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                record.contended = True
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            got = time.monotonic()
-            record.waited_s = round(got - asked, 6)
-            record.acquired_unix_s = time.time()
-            record.previous_holder = _read_holder(fd)
-            _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s})
-            _held[key] = 1
-            try:
-                yield record
-            finally:
-                record.held_s = round(time.monotonic() - got, 6)
-                record.kept_until_exit = until_exit
-                if not until_exit:
-                    del _held[key]
-                    record.released_unix_s = time.time()
-                _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s,
-                                   "released_unix_s": record.released_unix_s or "at exit"})
+            yield record
         finally:
-            # Closing the only descriptor releases the flock; a lock kept until exit is closed by the
-            # kernel when the process ends, after the driver has torn the CUDA context down.
+            record.held_s = round(time.monotonic() - got, 6)
+            if mode == EXCLUSIVE:
+                _write_holder(hold.lock_fd, {"pid": os.getpid(), "host": socket.gethostname(),
+                                             "acquired_unix_s": record.acquired_unix_s,
+                                             "released_unix_s": "at exit" if until_exit and not upgrading else time.time()})
+            if upgrading or until_exit:
+                if mode == EXCLUSIVE:
+                    _share_after_exclusive(hold)
+                kept = True
+                record.kept_until_exit = until_exit and not upgrading
             if not record.kept_until_exit:
-                os.close(fd)
+                record.released_unix_s = time.time()
+    finally:
+        # Closing the descriptors releases both locks; a hold kept until exit is closed by the
+        # kernel when the process ends, after the driver has torn the CUDA context down.
+        if not kept and _held.get(key) is hold:
+            del _held[key]
+            os.close(hold.lock_fd)
+            os.close(hold.gate_fd)
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
@@ -306,7 +377,11 @@ class JobClock:
             "ended_unix_s": ended,
             "wall_s": round(ended - self.started_unix_s, 6),
             "lock_waited_s": round(sum(w.waited_s for w in self.stretches), 6),
-            "lock_held_s": round(sum(w.held_s for w in self.stretches), 6),
+            # An upgrade lies within its shared stretch, less its wait, when nothing was held.
+            "lock_held_s": round(sum(w.held_s for w in self.stretches if not (w.nested or w.upgraded))
+                                 - sum(w.waited_s for w in self.stretches if w.upgraded), 6),
+            "exclusive_held_s": round(sum(w.held_s for w in self.stretches
+                                          if w.mode == EXCLUSIVE and not w.nested), 6),
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
             "phases_s": dict(self.phases_s),
@@ -323,6 +398,16 @@ class Exclusive:
     watcher: Any
     busy_before_pct: Any
     idle_wait: dict[str, Any] | None
+
+
+@contextlib.contextmanager
+def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
+               until_exit: bool = False) -> Iterator[GpuWork]:
+    """The hook for GPU work that is not timed (the CUDA context, modules, uploads, correctness
+    launches): beside other such work, never beside a timing. See `gpu_work`."""
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit, SHARED) as work:
+        clock.add(work)
+        yield work
 
 
 @contextlib.contextmanager

@@ -173,4 +173,6 @@ def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
         "job_wall_s_total": sum(job["wall_s"] for job in jobs),
         "lock_waited_s": {"total": sum(waits), "median": median(waits), "max": max(waits)},
         "lock_held_s_total": sum(job["lock_held_s"] for job in jobs),
+        # Records from before the shared hold held the lock exclusively throughout.
+        "exclusive_held_s_total": sum(job.get("exclusive_held_s", job["lock_held_s"]) for job in jobs),
     }

@@ -124,7 +124,8 @@ def cmd_span(args: argparse.Namespace) -> int:
             device.compile_layout(spec, layout)  # imports the package
     shape = spec.parse_shape(args.shape)
     host_inputs = timing_inputs(spec, args.shape)
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+    lock = settings.lock.with_dir(args.lock_dir)
+    with gpulock.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
@@ -139,11 +140,13 @@ def cmd_span(args: argparse.Namespace) -> int:
                     for layout, impl in implementations.items()}
         del reference
         cp.get_default_memory_pool().free_all_blocks()
-        before = nvml.snapshot()
-        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-            calls = {layout: impl.call for layout, impl in implementations.items()}
-            samples = span_samples(calls, settings.method) if layouts else {}
-        after = nvml.snapshot()
+        cp.cuda.Device().synchronize()
+        with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+            before = nvml.snapshot()
+            with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+                calls = {layout: impl.call for layout, impl in implementations.items()}
+                samples = span_samples(calls, settings.method) if layouts else {}
+            after = nvml.snapshot()
     all_tags = []
     for layout_samples in samples.values():
         windows = [(s["t0"], s["t1"]) for s in layout_samples]

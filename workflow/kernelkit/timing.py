@@ -134,7 +134,8 @@ def cmd_time(args: argparse.Namespace) -> int:
     windows: list[tuple[float, float]] = []
     sample_placement: list[int] = []
     placements = []
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+    lock = settings.lock.with_dir(args.lock_dir)
+    with gpulock.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         with clock.phase("load_modules"):
             # The context is created here, and modules are loaded (the layout's correctness job
             # left its binary in CuPy's disk cache, so NVRTC does not run again).
@@ -151,20 +152,22 @@ def cmd_time(args: argparse.Namespace) -> int:
             del reference, buffers
             cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
         flush = L2Flush() if args.cache == "cold" else None
-        before = nvml.snapshot()
-        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-            for index in range(settings.placements):
-                if index:
-                    held.append(implementation)
-                    implementation, _, placement = placed(index)
-                with clock.phase("warmup_and_samples"):
-                    got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
-                placement["samples"] = len(got)
-                placements.append(placement)
-                samples += got
-                windows += got_windows
-                sample_placement += [index] * len(got)
-        after = nvml.snapshot()
+        cp.cuda.Device().synchronize()  # nothing of this process runs on while it waits for the GPU to itself
+        with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+            before = nvml.snapshot()
+            with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+                for index in range(settings.placements):
+                    if index:
+                        held.append(implementation)
+                        implementation, _, placement = placed(index)
+                    with clock.phase("warmup_and_samples"):
+                        got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
+                    placement["samples"] = len(got)
+                    placements.append(placement)
+                    samples += got
+                    windows += got_windows
+                    sample_placement += [index] * len(got)
+            after = nvml.snapshot()
     used = dict(placements[0]["method_used"])
     if flush is not None:
         used["flush"] = flush.describe()
