@@ -402,3 +402,25 @@ def test_a_job_clock_counts_an_upgrade_once_and_its_wait_as_waiting(lock_dir, tm
     assert job["lock_held_s"] == pytest.approx(shared.held_s - exclusive.waited_s, abs=1e-5)
     assert job["exclusive_held_s"] == pytest.approx(exclusive.held_s, abs=1e-6) and exclusive.held_s >= 0.2
     assert job["wall_s"] >= job["lock_waited_s"] + job["lock_held_s"]
+
+
+ENDER = """
+import sys, time
+from kernelkit import gpulock
+gpulock.command_is_process()
+with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), until_exit=True, mode="shared"):
+    pass
+print("body done", flush=True)
+gpulock.end_process(7)
+time.sleep(60)  # not reached: the process ends in end_process
+"""
+
+
+def test_a_command_keeping_its_hold_ends_at_once_with_its_code_and_lets_go(lock_dir):
+    began = time.monotonic()
+    ender = subprocess.run([sys.executable, "-c", ENDER, KEY], env=kit_env(REPO), capture_output=True, text=True,
+                           timeout=60)
+    assert ender.returncode == 7 and ender.stdout == "body done\n"
+    assert time.monotonic() - began < 30
+    assert lock_is_free(lock_dir / gpulock.lock_name(KEY))
+    gpulock.end_process(0)  # this process keeps nothing: it returns

@@ -52,10 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if argv is None:
+    own_process = argv is None
+    if own_process:
         from kernelkit import gpulock
 
         gpulock.command_is_process()
+    code = _run(args)
+    if own_process:
+        gpulock.end_process(code)  # returns only when this process keeps no hold on a GPU
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except KitError as error:

@@ -7,9 +7,9 @@ GPU disturb each other's timings. The lock lets the CPU side and the untimed GPU
 parallel and keeps timed work alone on the GPU, across Snakemake invocations, clones and users
 of one host.
 
-How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`, shared or exclusive, behind a
-gate file (`.gate`) that an exclusive holder closes while it waits, so that shared holders
-cannot starve it. The kernel drops a lock when the holder's file is closed, which it does when
+How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`, shared or exclusive. Two more
+files order the holders (`_take`): while a process wants the GPU alone (`.want`), no new shared
+holder comes in, and exclusive holders pass a `.gate` one at a time. The kernel drops a lock when the holder's file is closed, which it does when
 the process dies (even by SIGKILL), so there is no stale pid file to clean up. The directory is
 system-wide by default (/tmp/kernelkit-locks, mode 1777 like /tmp) so every clone and user meets
 the same lock; `gpu_lock.dir` in the config or KERNELKIT_LOCK_DIR in the environment moves it
@@ -37,8 +37,9 @@ other processes looped, 2026-11-30), processes creating contexts made 30 of 191 
 than 5% slower (up to +70%), processes loading modules slowed every sample by 13%, and processes
 allocating and freeing device memory by 11%; pinning host memory changed nothing. A process
 that waits for the exclusive lock holds an idle context, which disturbs nothing. The GPU stages
-keep their shared hold until the process has exited (`until_exit`): the CUDA context is
-destroyed at exit, by the driver, and that must not overlap a timing either.
+keep their shared hold until the process ends (`until_exit`): the CUDA context is destroyed
+then, and that must not overlap a timing either. `end_process` destroys it explicitly, lets the
+hold go and exits, so the next timing does not wait for the interpreter's teardown.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ import os
 import re
 import socket
 import stat
+import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -197,7 +199,9 @@ class _Hold:
 
     lock_fd: int
     gate_fd: int
+    want_fd: int
     mode: str
+    kept_until_exit: bool = False
 
 
 # GPUs this process holds now, so nested stages do not wait on themselves (a second flock on a
@@ -226,28 +230,65 @@ def _flock(fd: int, operation: int, record: GpuWork) -> None:
 def _take(hold: _Hold, mode: str, record: GpuWork) -> None:
     """Take the GPU in `mode`, the descriptors holding nothing yet.
 
-    Shared: pass the gate (closed while an exclusive holder waits or works), then share the lock.
-    Exclusive: close the gate, then wait until every shared holder has left. The gate is what
-    keeps a stream of shared holders from starving the exclusive one.
+    Three files: the lock itself (shared or exclusive), a `.want` file that every process waiting
+    for or holding the exclusive lock shares, and a `.gate` that exclusive holders pass one at a
+    time. A shared holder comes in only when no one wants the GPU alone (it takes `.want`
+    exclusively for a moment): the exclusive work is what every other job waits for, so it goes
+    first, and a stream of shared holders cannot starve it. Shared holders cannot starve in turn:
+    a process wants the GPU alone only after its own shared setup.
     """
     if mode == EXCLUSIVE:
+        _flock(hold.want_fd, fcntl.LOCK_SH, record)
         _flock(hold.gate_fd, fcntl.LOCK_EX, record)
         _flock(hold.lock_fd, fcntl.LOCK_EX, record)
     else:
-        _flock(hold.gate_fd, fcntl.LOCK_SH, record)
+        _flock(hold.want_fd, fcntl.LOCK_EX, record)
         try:
             _flock(hold.lock_fd, fcntl.LOCK_SH, record)
         finally:
-            fcntl.flock(hold.gate_fd, fcntl.LOCK_UN)
+            fcntl.flock(hold.want_fd, fcntl.LOCK_UN)
     hold.mode = mode
 
 
 def _share_after_exclusive(hold: _Hold) -> None:
-    """From exclusive to shared. The gate is still closed, so no one can take the GPU in between
-    (flock converts by releasing first); then it opens."""
+    """From exclusive to shared. The gate is still closed, so no other exclusive holder can come
+    in between (flock converts by releasing first); then the gate opens and the want ends."""
     fcntl.flock(hold.lock_fd, fcntl.LOCK_SH)
     fcntl.flock(hold.gate_fd, fcntl.LOCK_UN)
+    fcntl.flock(hold.want_fd, fcntl.LOCK_UN)
     hold.mode = SHARED
+
+
+def _close(hold: _Hold) -> None:
+    for fd in (hold.lock_fd, hold.gate_fd, hold.want_fd):
+        os.close(fd)
+
+
+def end_process(code: int) -> None:
+    """End a command that keeps a GPU hold until exit: destroy its CUDA context inside the hold,
+    let the hold go, and exit at once with `code`. Returns when no hold is kept.
+
+    Why not a plain exit: the next exclusive holder waits for this process to let go, and the
+    interpreter's teardown (module finalisers, CuPy's and Torch's exit handlers) takes a tenth of
+    a second or more, with the context still alive and the lock still held. Records are closed
+    files by now, and the output streams are flushed first. Where the context cannot be
+    destroyed explicitly, the process exits normally and the kernel drops the hold at exit.
+    """
+    kept = [key for key, hold in _held.items() if hold.kept_until_exit]
+    if not kept:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    cupy = sys.modules.get("cupy")
+    try:
+        if cupy is not None:
+            cupy.cuda.runtime.deviceSynchronize()
+            cupy.cuda.runtime.deviceReset()
+    except Exception:  # noqa: BLE001 - no context to destroy, or a driver that refuses: exit normally
+        return
+    for key in kept:
+        _close(_held.pop(key))
+    os._exit(code)
 
 
 @contextlib.contextmanager
@@ -284,7 +325,8 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
         return
     upgrading = record.upgraded = hold is not None
     if hold is None:
-        hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")), mode)
+        hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
+                                  _open_lock_file(path.with_suffix(".want")), mode)
     else:
         fcntl.flock(hold.lock_fd, fcntl.LOCK_UN)
     kept = False
@@ -311,6 +353,7 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
                     _share_after_exclusive(hold)
                 kept = True
                 record.kept_until_exit = until_exit and not upgrading
+                hold.kept_until_exit = hold.kept_until_exit or record.kept_until_exit
             if not record.kept_until_exit:
                 record.released_unix_s = time.time()
     finally:
@@ -318,8 +361,7 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
         # kernel when the process ends, after the driver has torn the CUDA context down.
         if not kept and _held.get(key) is hold:
             del _held[key]
-            os.close(hold.lock_fd)
-            os.close(hold.gate_fd)
+            _close(hold)
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
