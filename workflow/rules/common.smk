@@ -139,7 +139,8 @@ CEILING_PRIORITY = 2**39
 # Every correctness target and negative control runs before any timing. Were they below the timing
 # priorities, the greedy scheduler would time one kernel's targets, both repeats, as soon as that
 # kernel's checks passed, before checking the next kernel: the runs would be grouped by kernel
-# instead of following the shuffled plan (the committed run h200-full ran that way).
+# instead of following the shuffled plan (the full run h200-full, retired and kept in git history,
+# ran that way).
 CHECK_PRIORITY = 2**38
 
 
