@@ -26,7 +26,7 @@ from conftest import REPO, job_counts, snakemake
 
 # A committed run made by this kit on two GPUs (every target of today's default config exists in it,
 # so only the CPU rules run) and an older committed run, for the diff (which reads summaries only).
-RUN, OTHER = "h200-r7x2", "h200-s5a"
+RUN, OTHER = "h200-x2", "h200-s5a"
 DIFF_TARGET = f"reports/diff/{OTHER}__vs__{RUN}/diff.md"
 TIMED_SHAPE = ("rmsnorm", "512x128")
 # The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".
