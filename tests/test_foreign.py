@@ -8,6 +8,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from conftest import sampler_settings
 
@@ -47,6 +48,8 @@ class SimulatedDevice:
     period_s: float = 0.02
     per_process: bool = True
     not_found_error: bool = True
+    # Processes that have exited: the driver still returns their last samples, but no context.
+    gone: tuple[int, ...] = ()
 
     def now(self) -> float:
         return time.time()
@@ -58,7 +61,7 @@ class SimulatedDevice:
 
     # The NVML functions the kit calls, with pynvml's signatures.
     def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
-        return [type("Process", (), {"pid": pid, "usedGpuMemory": 1 << 28}) for pid in self.busy]
+        return [type("Process", (), {"pid": pid, "usedGpuMemory": 1 << 28}) for pid in self.busy if pid not in self.gone]
 
     def nvmlDeviceGetProcessUtilization(self, handle, since_us):  # noqa: N802
         if not self.per_process:
@@ -262,8 +265,64 @@ def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path,
         device.busy[me].append((time.time(), time.time() + 0.2))
         time.sleep(0.1)
         reading = gpu.watcher.read()
-        assert reading["foreign_pids"] == [] and reading["foreign_rule"] == "by_pid"
+        # The kit's members are known where the kernel lists its locks; the period rule otherwise.
+        members_known = foreign.lock_members(gpulock.members_path(Path(gpu.work.lock_path))) is not None
+        assert reading["foreign_pids"] == []
+        assert reading["foreign_rule"] == ("by_pid_and_members" if members_known else "by_pid")
         assert any(s["pid"] == me and s["sm_util"] > 0 and s["judged"] for s in reading["processes"])
     record = clock.describe()
     assert record["gpu_work"][0]["lock_path"].endswith("kernelkit-gpu-GPU-simulated-0.lock")
     assert record["lock_held_s"] >= gpu.idle_wait["waited_s"] >= 0.1
+
+
+MEMBER, GONE = 4300, 4400
+
+
+def test_with_the_members_known_a_busy_outsider_is_foreign_even_in_a_stretch_shorter_than_a_driver_period():
+    """The driver samples processes every so often (here 0.5 s); a timed stretch of 50 ms sees no
+    sample that began after it, so the period rule judges nothing. Knowing the kit's members, the
+    outsider busy across the stretch is named, while a member busy until just before (its work
+    ended as it let the lock go) and a process that has exited are not."""
+    period = 0.5
+    t0 = (math.floor(time.time() / period) + 0.6) * period
+    time.sleep(max(0.0, t0 - time.time()))
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], MEMBER: [(t0 - 1, t0)], GONE: [(t0 - 1, t0)],
+                              WAITING_KIT: [], OTHER: [(t0 - 1, t0 + 10)]}, period_s=period, gone=(GONE,))
+    time.sleep(0.05)
+    by_period = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0).read()
+    assert by_period["foreign_pids"] == [] and by_period["foreign_rule"] == "by_pid"
+    members = {SELF, MEMBER, WAITING_KIT}
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: members)
+    reading = watcher.read()
+    assert reading["foreign_pids"] == [OTHER] and reading["foreign_rule"] == "by_pid_and_members"
+    assert {s["pid"] for s in reading["foreign_samples"]} == {OTHER}
+    assert all(s["sm_util"] > 0 and s["t_us"] < t0 * 1e6 for s in reading["foreign_samples"])
+    # The same outsider as a member of the kit (another job of this lock) is not foreign.
+    members.add(OTHER)
+    assert watcher.read()["foreign_pids"] == []
+
+
+def test_with_the_members_known_an_outsider_that_stopped_long_ago_is_not_foreign():
+    period = 0.2
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0 - 10, t0 - foreign.WINDOW_S - 1)]}, period_s=period)
+    time.sleep(0.25)
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    assert watcher.read()["foreign_pids"] == []
+    # Unreadable members: the period rule, as before.
+    unknown = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: None)
+    assert unknown.read()["foreign_rule"] == "by_pid"
+
+
+def test_lock_members_reads_holders_and_waiters_of_one_file_from_the_kernels_table(tmp_path):
+    path = tmp_path / "kernelkit-gpu-x.members"
+    path.write_text("")
+    info = os.stat(path)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    table = tmp_path / "locks"
+    table.write_text(f"1: FLOCK  ADVISORY  READ  1201 {where} 0 EOF\n"
+                     f"1: -> FLOCK  ADVISORY  WRITE 1202 {where} 0 EOF\n"
+                     f"2: FLOCK  ADVISORY  READ  1203 {where}9 0 EOF\n"
+                     f"3: POSIX  ADVISORY  WRITE 1204 {where} 0 EOF\n")
+    assert foreign.lock_members(path, locks_table=str(table)) == {1201, 1202}
+    assert foreign.lock_members(path, locks_table=str(tmp_path / "missing")) is None

@@ -424,3 +424,20 @@ def test_a_command_keeping_its_hold_ends_at_once_with_its_code_and_lets_go(lock_
     assert time.monotonic() - began < 30
     assert lock_is_free(lock_dir / gpulock.lock_name(KEY))
     gpulock.end_process(0)  # this process keeps nothing: it returns
+
+
+def test_every_process_that_used_the_gpu_is_a_member_until_it_exits(lock_dir, tmp_path):
+    """The kernel's own table of locks names the kit's processes on a GPU (kernelkit.foreign)."""
+    from kernelkit import foreign
+
+    members = gpulock.members_path(lock_dir / gpulock.lock_name(KEY))
+    holder, _ = start_holder(tmp_path, hold_s=0.5)
+    if foreign.lock_members(members) is None:
+        holder.communicate(timeout=30)
+        pytest.skip("this kernel has no readable /proc/locks")
+    assert holder.pid in foreign.lock_members(members)
+    holder.communicate(timeout=30)
+    assert holder.pid not in foreign.lock_members(members)
+    with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.SHARED):
+        pass
+    assert os.getpid() in foreign.lock_members(members)  # after its stretch, for as long as it lives

@@ -25,8 +25,9 @@ import yaml
 from conftest import REPO, job_counts, snakemake
 
 # A committed run made by this kit on two GPUs (every target of today's default config exists in it,
-# so only the CPU rules run) and an older committed run, for the diff (which reads summaries only).
-RUN, OTHER = "h200-x2", "h200-s5a"
+# so only the CPU rules run) and the committed one-GPU run it is diffed against (the diff reads
+# summaries only).
+RUN, OTHER = "h200-x2", "h200-x1"
 DIFF_TARGET = f"reports/diff/{OTHER}__vs__{RUN}/diff.md"
 TIMED_SHAPE = ("rmsnorm", "512x128")
 # The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".

@@ -7,10 +7,19 @@ sees them: `nvmlDeviceGetComputeRunningProcesses` lists every context on the dev
 
 Presence is not work: kit processes waiting for the lock hold idle contexts, and so does the
 previous holder for a moment after it released. So a process is foreign only when it *did*
-something (SM utilisation above zero) and is neither this process nor the previous holder.
-A sample covers the driver's period since that process's previous sample; only samples whose
-whole period lies after the lock was taken are judged, so the work of earlier holders, which
-ended before they released the lock, is never blamed on anyone.
+something (SM utilisation above zero) and is not the kit.
+
+Who the kit is: every kit process that uses a GPU shares a flock on the lock's `.members` file
+from its first stretch until it exits (kernelkit.gpulock), so the kernel's list of locks
+(/proc/locks) names them all, whatever they are doing. With that list readable and this process
+in NVML's pid space, a process is foreign when it has a context now, is no member, and showed SM
+utilisation since the kit's own work began, or, with no sample since, was busy in its latest
+sample of the last `WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each
+process only every so often, longer than most timed stretches, so judging only the samples that
+lie wholly inside the stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200,
+2026-11-30). A kit process that exited has no context, so its last samples are never blamed. Without the list, only samples whose whole period lies after the lock was taken are
+judged (rule `by_pid`), less the previous holder, so the work of earlier holders, which ended
+before they released the lock, is never blamed on anyone.
 
 NVML reports host pids. In a container with its own pid namespace this process's pid is
 not among them; then no pid can be told apart, and the judgement counts instead: while the
@@ -25,12 +34,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 UNAVAILABLE = "unavailable: "
 # How far before the lock's acquisition the first reading looks, to find where each process's
 # first sample period after it begins (NVML keeps a buffer of recent samples).
 LOOKBACK_S = 2.0
+# How far back a reading looks for a foreign process's work when the kit's members are known:
+# longer than the driver's per-process sampling period, so a process busy throughout is seen.
+WINDOW_S = 2.0
 
 
 def _unavailable(error: Exception) -> str:
@@ -104,12 +116,51 @@ class ProcessWatcher:
     kit_pids: tuple[int, ...] = ()
     since_unix_s: float | None = None
     self_busy: bool = True
+    # The kit's processes on this GPU now (lock_members), or None where they cannot be listed.
+    members: Callable[[], set[int] | None] | None = None
 
     def __post_init__(self) -> None:
         self._since_us = int((self.since_unix_s if self.since_unix_s is not None else time.time()) * 1e6)
         self._last_us = self._since_us - int(LOOKBACK_S * 1e6)
         self._last_by_pid: dict[int, int] = {}
+        self._start_us = self._since_us
+        self._latest: dict[int, dict[str, Any]] = {}
+        self._seen_since_start: set[int] = set()
+        self._busy_since_start: dict[int, list[dict[str, Any]]] = {}
         self.self_visible: bool | None = None
+
+    def begin(self, at_unix_s: float) -> None:
+        """Judge only work from `at_unix_s` on: the kit's own work begins there (after a wait for
+        an idle GPU, or at each of the wait's looks, which ask whether anyone works now)."""
+        self._start_us = int(at_unix_s * 1e6)
+        self._seen_since_start.clear()
+        self._busy_since_start.clear()
+
+    def _note(self, samples: list[dict[str, Any]]) -> None:
+        for sample in samples:
+            pid = sample["pid"]
+            if pid not in self._latest or sample["t_us"] > self._latest[pid]["t_us"]:
+                self._latest[pid] = sample
+            if sample["t_us"] > self._start_us:
+                self._seen_since_start.add(pid)
+                if sample["sm_util"] > 0:
+                    self._busy_since_start.setdefault(pid, []).append(sample)
+
+    def _judge_outsiders(self, pids: list[int], members: set[int]) -> tuple[list[int], list[dict[str, Any]]]:
+        """The members' rule: outsiders with a context that worked since the start, or, with no
+        sample since, whose latest recent sample was busy."""
+        recent_us = int((time.time() - WINDOW_S) * 1e6)
+        foreign, evidence = [], []
+        for pid in sorted(set(pids) - {self.self_pid} - members - set(self.kit_pids)):
+            if pid in self._seen_since_start:
+                busy = self._busy_since_start.get(pid, [])
+            else:
+                latest = self._latest.get(pid)
+                busy = [latest] if latest and latest["sm_util"] > 0 and latest["t_us"] >= recent_us else []
+            if busy:
+                foreign.append(pid)
+                evidence += busy[-3:]
+        return foreign, evidence
 
     def _mark_periods(self, samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Each sample with the start of its period, and whether that period lies wholly after the acquisition."""
@@ -130,10 +181,38 @@ class ProcessWatcher:
         samples = process_samples(self.nvml, self._last_us)
         if isinstance(samples, list) and samples:
             self._last_us = max(s["t_us"] for s in samples)
+            self._note(samples)
             samples = self._mark_periods(samples)
+        reading = {"compute_pids": pids, "processes": samples, "device_util_pct": device_util(self.nvml)}
+        members = self.members() if self.members is not None and self.self_visible else None
+        if members is not None and isinstance(pids, list) and isinstance(samples, list):
+            foreign, evidence = self._judge_outsiders(pids, members)
+            reading.update(foreign_pids=foreign, foreign_rule="by_pid_and_members")
+            if evidence:
+                reading["foreign_samples"] = evidence  # the samples judged, perhaps from before the start
+            return reading
         foreign, rule = judge(samples, self.self_pid, bool(self.self_visible), self.self_busy, self.kit_pids)
-        return {"compute_pids": pids, "processes": samples, "device_util_pct": device_util(self.nvml),
-                "foreign_pids": foreign, "foreign_rule": rule}
+        return {**reading, "foreign_pids": foreign, "foreign_rule": rule}
+
+
+def lock_members(path: str | os.PathLike[str], locks_table: str = "/proc/locks") -> set[int] | None:
+    """The pids holding or waiting for a flock on `path`, from the kernel's table; None when unreadable.
+
+    /proc/locks names a file by device and inode ("fd:01:1234567", device numbers in hex).
+    """
+    try:
+        info = os.stat(path)
+        with open(locks_table, encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    pids = set()
+    for line in lines:
+        fields = line.replace("->", " ").split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4].isdigit():
+            pids.add(int(fields[4]))
+    return pids
 
 
 def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:
@@ -160,12 +239,16 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
         if last["foreign_pids"] is None and isinstance(util, str):
             idle, reason = None, f"neither process nor device utilisation is readable ({util})"
             break
-        if util == 0 or (seen_processes and last["foreign_pids"] == []):
+        # The members' rule judges the last WINDOW_S seconds at the first look; the other needs a
+        # sample that began after the lock was taken before it can say no one else works.
+        decided = seen_processes or last["foreign_rule"] == "by_pid_and_members"
+        if util == 0 or (decided and last["foreign_pids"] == []):
             idle, reason = True, "no foreign work seen"
             break
         if clock() - began >= timeout_s:
             idle, reason = False, f"still busy after {timeout_s} s"
             break
+        watcher.begin(time.time())  # the next look asks about the work since this one
         sleep(poll_s)
     watcher.self_busy = True
     return {"waited_s": round(clock() - began, 6), "polls": polls, "idle": idle, "reason": reason,

@@ -204,6 +204,9 @@ class _Hold:
     kept_until_exit: bool = False
 
 
+# The `.members` file of each GPU this process has used, held shared until it exits: the kernel's
+# list of locks then names every kit process on that GPU (kernelkit.foreign.lock_members).
+_memberships: dict[Path, int] = {}
 # GPUs this process holds now, so nested stages do not wait on themselves (a second flock on a
 # new descriptor of the same file conflicts even within one process).
 _held: dict[str, _Hold] = {}
@@ -257,6 +260,11 @@ def _share_after_exclusive(hold: _Hold) -> None:
     fcntl.flock(hold.gate_fd, fcntl.LOCK_UN)
     fcntl.flock(hold.want_fd, fcntl.LOCK_UN)
     hold.mode = SHARED
+
+
+def members_path(lock_path: Path) -> Path:
+    """The file every kit process using this GPU shares a lock on until it exits."""
+    return lock_path.with_suffix(".members")
 
 
 def _close(hold: _Hold) -> None:
@@ -324,6 +332,9 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
             record.held_s = round(time.monotonic() - began, 6)
         return
     upgrading = record.upgraded = hold is not None
+    if members_path(path) not in _memberships:
+        _memberships[members_path(path)] = _open_lock_file(members_path(path))
+        fcntl.flock(_memberships[members_path(path)], fcntl.LOCK_SH)  # no one takes it exclusively: never waits
     if hold is None:
         hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
                                   _open_lock_file(path.with_suffix(".want")), mode)
@@ -464,9 +475,12 @@ def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clo
 
     with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit) as work:
         clock.add(work)
+        members = (lambda: foreign.lock_members(members_path(Path(work.lock_path)))) if work.enabled else None
         watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
-                                         since_unix_s=work.acquired_unix_s)
+                                         since_unix_s=work.acquired_unix_s, members=members)
         busy_before = foreign.device_util(nvml)
         idle_wait = (foreign.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
                      if settings.wait_for_idle else None)
+        if idle_wait is not None:
+            watcher.begin(time.time())  # work before this, waited out, is not in the samples
         yield Exclusive(work, watcher, busy_before, idle_wait)
