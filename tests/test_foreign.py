@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import sampler_settings
 
-from kernelkit import foreign, gpulock, sampler
+from kernelkit import foreign, gpujob, gpulock, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
 SETTINGS = sampler_settings(interval_ms=10.0)
@@ -258,8 +258,8 @@ def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path,
     me = os.getpid()
     device = SimulatedDevice({me: [], OTHER: [(t0 - 1, t0 + 0.15)]})
     settings = gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5, idle_poll_s=0.02)
-    clock = gpulock.JobClock()
-    with gpulock.exclusive_gpu(FakeNvml(device), None, settings, clock) as gpu:
+    clock = gpujob.JobClock()
+    with gpujob.exclusive_gpu(FakeNvml(device), None, settings, clock) as gpu:
         assert gpu.busy_before_pct == 100 and gpu.idle_wait["idle"] is True
         # The timing that follows: this process computes, the other one no longer does.
         device.busy[me].append((time.time(), time.time() + 0.2))
@@ -279,15 +279,16 @@ MEMBER, GONE = 4300, 4400
 
 
 def test_with_the_members_known_a_busy_outsider_is_foreign_even_in_a_stretch_shorter_than_a_driver_period():
-    """The driver samples processes every so often (here 0.5 s); a timed stretch of 50 ms sees no
+    """The driver samples processes every so often (here 2 s); a timed stretch of 50 ms sees no
     sample that began after it, so the period rule judges nothing. Knowing the kit's members, the
     outsider busy across the stretch is named, while a member busy until just before (its work
-    ended as it let the lock go) and a process that has exited are not."""
-    period = 0.5
-    t0 = (math.floor(time.time() / period) + 0.6) * period
+    ended as it let the lock go) and a process that has exited are not. The stretch lies half a
+    period from the ticks on either side, so a loaded machine's delays cannot move a tick into it."""
+    period = 2.0
+    t0 = (math.floor(time.time() / period) + 0.5) * period
     time.sleep(max(0.0, t0 - time.time()))
-    device = SimulatedDevice({SELF: [(t0, t0 + 10)], MEMBER: [(t0 - 1, t0)], GONE: [(t0 - 1, t0)],
-                              WAITING_KIT: [], OTHER: [(t0 - 1, t0 + 10)]}, period_s=period, gone=(GONE,))
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], MEMBER: [(t0 - 5, t0)], GONE: [(t0 - 5, t0)],
+                              WAITING_KIT: [], OTHER: [(t0 - 5, t0 + 10)]}, period_s=period, gone=(GONE,))
     time.sleep(0.05)
     by_period = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0).read()
     assert by_period["foreign_pids"] == [] and by_period["foreign_rule"] == "by_pid"

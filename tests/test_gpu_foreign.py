@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import REPO, kit_env
 
-from kernelkit import foreign, gpulock
+from kernelkit import foreign, gpujob, gpulock
 
 pytestmark = pytest.mark.gpu
 
@@ -95,7 +95,7 @@ def test_idle_contexts_of_other_processes_are_not_foreign():
 def test_two_processes_take_turns_on_the_gpu(tmp_path, monkeypatch):
     _, nvml = nvml_here()
     monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
-    key = gpulock.gpu_key(nvml)
+    key = gpujob.gpu_key(nvml)
     program = ("import sys, time, json; from kernelkit import gpulock; import cupy as cp; cp.ones(1)\n"
                "with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as w:\n"
                "    a = cp.ones((4096, 4096), dtype=cp.float32)\n"
@@ -164,12 +164,12 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
                                                          other["job"]["gpu_work"][1]["released_unix_s"])]:
             assert not (start < alone[1] and alone[0] < end), (alone, start, end)
     for record in records:
-        assert record["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
+        assert record["job"]["gpu_keys"] == [gpujob.gpu_key(nvml)]
         assert record["job"]["wall_s"] >= record["job"]["lock_waited_s"] + record["job"]["lock_held_s"]
         assert record["idle_wait"] is None
         if isinstance(record["foreign_work"]["processes"], list):
             assert record["foreign_work"]["processes"] == [], json.dumps(record["foreign_work"])
-    assert read_json(correctness)["job"]["gpu_keys"] == [gpulock.gpu_key(nvml)]
+    assert read_json(correctness)["job"]["gpu_keys"] == [gpujob.gpu_key(nvml)]
     summary = run_time(records)
     # Both are rounded to microseconds from different sums, so they may differ in the last place.
     assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records) - 1e-6

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from conftest import REPO, kit_env
 
-from kernelkit import KitError, gpulock
+from kernelkit import KitError, gpujob, gpulock
 
 KEY = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
 
 HOLDER = """
 import json, sys, time
 from pathlib import Path
-from kernelkit import gpulock
+from kernelkit import gpujob, gpulock
 with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as work:
     Path(sys.argv[2]).write_text("held")
     time.sleep(float(sys.argv[3]))
@@ -79,8 +79,8 @@ def test_a_second_process_waits_until_the_first_releases(lock_dir, tmp_path):
 
 JOB = """
 import json, sys, time
-from kernelkit import gpulock
-clock = gpulock.JobClock()
+from kernelkit import gpujob, gpulock
+clock = gpujob.JobClock()
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # all jobs reach the GPU together
 for _ in range(3):
     time.sleep(0.02)  # the CPU side of the job, outside the lock
@@ -190,7 +190,7 @@ def test_disabled_lock_runs_unlocked_and_says_so(lock_dir):
 
 
 def test_job_clock_sums_the_waits(lock_dir, tmp_path):
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     holder, _ = start_holder(tmp_path, hold_s=0.4)
     with gpulock.gpu_work(KEY, gpulock.LockSettings()) as first:
         clock.add(first)
@@ -216,10 +216,10 @@ def test_gpu_key_prefers_the_uuid_and_falls_back_to_the_bus_id():
         def read(self, getter):
             return self.uuid
 
-    assert gpulock.gpu_key(Nvml(KEY), "0000:19:00.0") == KEY
-    assert gpulock.gpu_key(Nvml("unavailable: NVMLError_NoPermission"), "0000:19:00.0") == "pci-0000:19:00.0"
+    assert gpujob.gpu_key(Nvml(KEY), "0000:19:00.0") == KEY
+    assert gpujob.gpu_key(Nvml("unavailable: NVMLError_NoPermission"), "0000:19:00.0") == "pci-0000:19:00.0"
     with pytest.raises(KitError, match="cannot be locked"):
-        gpulock.gpu_key(Nvml("unavailable: x"), None)
+        gpujob.gpu_key(Nvml("unavailable: x"), None)
     assert gpulock.lock_name("GPU-a/b c") == "kernelkit-gpu-GPU-a_b_c.lock"
     with pytest.raises(KitError):
         gpulock.lock_name("..")
@@ -258,7 +258,7 @@ def test_lock_settings_come_from_each_gpu_stage_s_settings_param_without_the_dir
 KEEPER = """
 import sys, time
 from pathlib import Path
-from kernelkit import gpulock
+from kernelkit import gpujob, gpulock
 if sys.argv[3] == "process":
     gpulock.command_is_process()
 with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), until_exit=True) as work:
@@ -287,7 +287,7 @@ def test_a_lock_kept_until_exit_is_released_by_the_exit_not_the_body(lock_dir, t
 
 STRETCH = """
 import json, sys, time
-from kernelkit import gpulock
+from kernelkit import gpujob, gpulock
 plan = json.loads(sys.argv[2])
 if plan.get("process"):
     gpulock.command_is_process()
@@ -388,7 +388,7 @@ def test_nested_stretches_within_one_process_do_not_wait_on_themselves(lock_dir)
 def test_a_job_clock_counts_an_upgrade_once_and_its_wait_as_waiting(lock_dir, tmp_path):
     """The upgrade lies within its shared stretch; while it waits the process holds nothing."""
     holder, _ = start_holder(tmp_path, hold_s=0.6)  # exclusive, so even the shared hold waits
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     with gpulock.gpu_work(KEY, gpulock.LockSettings(), mode=gpulock.SHARED) as shared:
         clock.add(shared)
         time.sleep(0.1)
@@ -406,7 +406,7 @@ def test_a_job_clock_counts_an_upgrade_once_and_its_wait_as_waiting(lock_dir, tm
 
 ENDER = """
 import sys, time
-from kernelkit import gpulock
+from kernelkit import gpujob, gpulock
 gpulock.command_is_process()
 with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings(), until_exit=True, mode="shared"):
     pass

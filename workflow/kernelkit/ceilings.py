@@ -235,10 +235,10 @@ def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) ->
 
 
 def cmd_ceiling(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, gpulock
+    from kernelkit import device, environment, gpujob
     from kernelkit.records import write_record
 
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     settings = CeilingSettings.from_json(args.settings)
     if args.kind not in KINDS:
         raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(KINDS)}")
@@ -247,7 +247,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     nvml = environment.Nvml(bus_id)
     if args.kind == "gemm":
         compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
-    with gpulock.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+    with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
         compiled = compile_kernels(args.kind)  # the context and the modules, holding the lock (kernelkit.gpulock)
         before = nvml.snapshot()
         record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)

@@ -145,7 +145,7 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     then the judgement of the downloaded bits. `until_exit`: keep the lock until the process
     exits (kernelkit.gpulock), for a process that starts no other GPU process after this.
     """
-    from kernelkit import device, environment, gpulock, library
+    from kernelkit import device, environment, gpujob, gpulock, library
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
@@ -158,8 +158,8 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     if not prepared:
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpulock.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
-                            clock or gpulock.JobClock(), until_exit):
+    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
+                            clock or gpujob.JobClock(), until_exit):
         compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
                                 case, runs) for case in prepared]
@@ -215,10 +215,10 @@ def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
 
 def _settings_lock_and_clock(args: argparse.Namespace) -> tuple[CheckSettings, LockSettings, Any]:
     """The stage's settings, its lock settings with --lock-dir applied, and a fresh job clock."""
-    from kernelkit import gpulock
+    from kernelkit import gpujob
 
     settings = CheckSettings.from_json(args.settings)
-    return settings, settings.lock.with_dir(args.lock_dir), gpulock.JobClock()
+    return settings, settings.lock.with_dir(args.lock_dir), gpujob.JobClock()
 
 
 def cmd_correctness(args: argparse.Namespace) -> int:
@@ -263,10 +263,10 @@ def _card() -> dict[str, Any]:
 def _share_until_exit(lock: LockSettings, clock: Any) -> None:
     """Share the GPU again until this process exits, once its child processes are done: the
     driver destroys the CUDA context at exit, which must not overlap a timing."""
-    from kernelkit import device, environment, gpulock
+    from kernelkit import device, environment, gpujob
 
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpulock.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock, until_exit=True):
+    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock, until_exit=True):
         pass
 
 

@@ -210,16 +210,16 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
 
     The clock snapshot is taken holding the GPU lock (gpu_lock of the run's config), so that it
     shows the GPU idle rather than another job's load."""
-    from kernelkit import device, gpulock
+    from kernelkit import device, gpujob, gpulock
 
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
     nvml = Nvml(bus_id)
     static = nvml.static_fields()
     lock = gpulock.LockSettings.from_config(
         {key: value for key, value in config.get("gpu_lock", {}).items() if key in gpulock.LOCK_KEYS}, lock_dir)
-    with gpulock.exclusive_gpu(nvml, bus_id, lock, clock, until_exit=True) as gpu:
+    with gpujob.exclusive_gpu(nvml, bus_id, lock, clock, until_exit=True) as gpu:
         snapshot = nvml.snapshot()
         cuda = _cuda_fields(cp)  # may create the CUDA context: holding the lock (kernelkit.gpulock)
     return {

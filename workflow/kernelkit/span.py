@@ -91,13 +91,13 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
+    from kernelkit import checks, device, environment, foreign, gpujob, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
     from kernelkit.timing import measured_around
 
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     settings = SpanSettings.from_json(args.settings)
     spec = specs.load(args.kernel)
     spec.parse_shape(args.shape)
@@ -125,7 +125,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     shape = spec.parse_shape(args.shape)
     host_inputs = timing_inputs(spec, args.shape)
     lock = settings.lock.with_dir(args.lock_dir)
-    with gpulock.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
+    with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
@@ -141,7 +141,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         del reference
         cp.get_default_memory_pool().free_all_blocks()
         cp.cuda.Device().synchronize()
-        with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+        with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
             before = nvml.snapshot()
             with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
                 calls = {layout: impl.call for layout, impl in implementations.items()}

@@ -64,11 +64,11 @@ def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpulock, sampler, verify
+    from kernelkit import checks, device, environment, foreign, gpujob, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
-    clock = gpulock.JobClock()
+    clock = gpujob.JobClock()
     settings = TimingSettings.from_json(args.settings)
     method = settings.method
     spec = specs.load(args.kernel)
@@ -135,7 +135,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     sample_placement: list[int] = []
     placements = []
     lock = settings.lock.with_dir(args.lock_dir)
-    with gpulock.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
+    with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         with clock.phase("load_modules"):
             # The context is created here, and modules are loaded (the layout's correctness job
             # left its binary in CuPy's disk cache, so NVRTC does not run again).
@@ -153,7 +153,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
         flush = L2Flush() if args.cache == "cold" else None
         cp.cuda.Device().synchronize()  # nothing of this process runs on while it waits for the GPU to itself
-        with gpulock.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+        with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
             before = nvml.snapshot()
             with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
                 for index in range(settings.placements):

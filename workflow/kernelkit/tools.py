@@ -217,7 +217,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_profile_call(args: argparse.Namespace) -> int:
     """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
     holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
-    from kernelkit import device, environment, gpulock, library
+    from kernelkit import device, environment, gpujob, gpulock, library
     from kernelkit.inputs import timing_inputs
 
     spec = specs.load(args.kernel)
@@ -227,7 +227,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     bus_id = cp.cuda.Device().pci_bus_id
     kernel = device.compile_layout(spec, args.layout)
     host_inputs = timing_inputs(spec, args.shape)
-    with gpulock.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpulock.JobClock()):
+    with gpujob.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
         implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)

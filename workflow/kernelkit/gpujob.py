@@ -1,0 +1,130 @@
+"""What a GPU stage wraps its work in: the job's clock and the hooks that hold its GPU.
+
+Why apart from kernelkit.gpulock: the lock is a mechanism (files, flock modes, who waits for
+whom); a stage needs more around it: the GPU's key from NVML, a clock of the whole job (its
+process start, its waits, its phases) written into the record, and, while it holds the GPU
+alone, a watcher of other processes (kernelkit.foreign) and the optional wait for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from kernelkit import KitError
+from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, members_path
+
+
+def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
+    """The GPU's UUID from NVML; without NVML, its PCI bus id, which is as unique on one host."""
+    uuid = nvml.read(lambda n, h: n.nvmlDeviceGetUUID(h)) if not getattr(nvml, "error", None) else None
+    if isinstance(uuid, str) and uuid and not uuid.startswith("unavailable"):
+        return uuid
+    if pci_bus_id:
+        return f"pci-{pci_bus_id.lower()}"
+    raise KitError("the GPU has neither a readable UUID (NVML) nor a PCI bus id, so it cannot be locked")
+
+
+def process_started_unix_s() -> float | None:
+    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
+
+    A job's cost is mostly start-up and imports, which a clock started in Python would miss.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            after_name = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime_s = float(handle.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    age_s = uptime_s - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    return time.time() - age_s
+
+
+class JobClock:
+    """A job's whole wall time (from process start) and its lock waits over every stretch of GPU work."""
+
+    def __init__(self) -> None:
+        self.started_unix_s = process_started_unix_s() or time.time()
+        self.stretches: list[GpuWork] = []
+        self.phases_s: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go, inside and
+        outside the lock, so that the turnaround can be worked on from the records."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases_s[name] = round(self.phases_s.get(name, 0.0) + time.monotonic() - began, 6)
+
+    def add(self, work: GpuWork) -> GpuWork:
+        self.stretches.append(work)
+        return work
+
+    def describe(self) -> dict[str, Any]:
+        ended = time.time()
+        return {
+            "started_unix_s": self.started_unix_s,
+            "ended_unix_s": ended,
+            "wall_s": round(ended - self.started_unix_s, 6),
+            "lock_waited_s": round(sum(w.waited_s for w in self.stretches), 6),
+            # An upgrade lies within its shared stretch, less its wait, when nothing was held.
+            "lock_held_s": round(sum(w.held_s for w in self.stretches if not (w.nested or w.upgraded))
+                                 - sum(w.waited_s for w in self.stretches if w.upgraded), 6),
+            "exclusive_held_s": round(sum(w.held_s for w in self.stretches
+                                          if w.mode == EXCLUSIVE and not w.nested), 6),
+            "gpu_keys": sorted({w.key for w in self.stretches}),
+            "gpu_work": [w.describe() for w in self.stretches],
+            "phases_s": dict(self.phases_s),
+        }
+
+
+@dataclass
+class Exclusive:
+    """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
+    clock sampler, the device utilisation read before this process launched anything, and the
+    optional wait for foreign work to end."""
+
+    work: GpuWork
+    watcher: Any
+    busy_before_pct: Any
+    idle_wait: dict[str, Any] | None
+
+
+@contextlib.contextmanager
+def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
+               until_exit: bool = False) -> Iterator[GpuWork]:
+    """The hook for GPU work that is not timed (the CUDA context, modules, uploads, correctness
+    launches): beside other such work, never beside a timing. See `gpu_work`."""
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit, SHARED) as work:
+        clock.add(work)
+        yield work
+
+
+@contextlib.contextmanager
+def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
+                  until_exit: bool = False) -> Iterator[Exclusive]:
+    """The hook a GPU stage wraps its work in: lock this GPU, then look at who else computes on it.
+
+    The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
+    the kit's own trailing work is never foreign; the utilisation is read before any launch.
+    """
+    from kernelkit import foreign
+
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit) as work:
+        clock.add(work)
+        members = (lambda: foreign.lock_members(members_path(Path(work.lock_path)))) if work.enabled else None
+        watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
+                                         since_unix_s=work.acquired_unix_s, members=members)
+        busy_before = foreign.device_util(nvml)
+        idle_wait = (foreign.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
+                     if settings.wait_for_idle else None)
+        if idle_wait is not None:
+            watcher.begin(time.time())  # work before this, waited out, is not in the samples
+        yield Exclusive(work, watcher, busy_before, idle_wait)
