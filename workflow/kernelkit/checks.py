@@ -260,23 +260,13 @@ def _card() -> dict[str, Any]:
     return environment.card()
 
 
-def _share_until_exit(lock: LockSettings, clock: Any) -> None:
-    """Share the GPU again until this process exits, once its child processes are done: the
-    driver destroys the CUDA context at exit, which must not overlap a timing."""
-    from kernelkit import device, environment, gpujob
-
-    bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock, until_exit=True):
-        pass
-
-
 def catching_check(case: Mapping[str, Any]) -> str:
     """Which check a failing case failed: determinism when only the repeated launches disagreed."""
     return "determinism" if case["symptom"] == determinism.DIFFER_SYMPTOM else "correctness"
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    from kernelkit import tools
+    from kernelkit import device, environment, gpujob, tools
 
     settings, lock, clock = _settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
@@ -310,7 +300,8 @@ def cmd_control(args: argparse.Namespace) -> int:
             f"cases, {settings.determinism_runs} identical launches each, and racecheck"
             f"{' (' + unchecked + ')' if unchecked else ''}: the checks cannot see this bug, so no timing will run"
         )
-    _share_until_exit(lock, clock)
+    bus_id = device.cupy().cuda.Device().pci_bus_id
+    gpujob.share_until_exit(environment.Nvml(bus_id), bus_id, lock, clock)
     if caught:
         first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
         first["check"] = catching_check(caught[0])

@@ -107,6 +107,14 @@ def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock:
         yield work
 
 
+def share_until_exit(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> None:
+    """Share the GPU again until this process ends, for a process whose child processes used it
+    meanwhile (it could not hold it then without making them wait): its CUDA context is destroyed
+    at the end, which must not overlap a timing."""
+    with shared_gpu(nvml, pci_bus_id, settings, clock, until_exit=True):
+        pass
+
+
 @contextlib.contextmanager
 def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
                   until_exit: bool = False) -> Iterator[Exclusive]:
