@@ -91,9 +91,12 @@ def copy_repository(target: Path) -> None:
         for path in (target / folder).rglob("*"):
             if path.is_file() and not path.is_symlink():
                 os.utime(path, (sources_time, sources_time))
+    # One time for every result: touched one by one, in the file system's order, a record could end
+    # up newer than a record made from it, and Snakemake would rerun its GPU jobs.
+    results_time = sources_time + 1800
     for path in (target / "results").rglob("*"):
         if path.is_file():
-            os.utime(path, None)
+            os.utime(path, (results_time, results_time))
 
 
 def scontrol_record(job_id: str) -> dict[str, str]:
