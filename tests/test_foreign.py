@@ -298,6 +298,10 @@ def test_with_the_members_known_a_busy_outsider_is_foreign_even_in_a_stretch_sho
     assert reading["foreign_pids"] == [OTHER] and reading["foreign_rule"] == "by_pid_and_members"
     assert {s["pid"] for s in reading["foreign_samples"]} == {OTHER}
     assert all(s["sm_util"] > 0 and s["t_us"] < t0 * 1e6 for s in reading["foreign_samples"])
+    # The record's summary names it with the utilisation those samples showed.
+    summary = foreign.foreign_work([reading], [{"foreign": True}], busy_before_pct=100)
+    assert summary["processes"] == [{"pid": OTHER, "max_sm_util": 100, "readings": 1}]
+    assert summary["rule"] == "by_pid_and_members" and summary["samples_disturbed"] == 1
     # The same outsider as a member of the kit (another job of this lock) is not foreign.
     members.add(OTHER)
     assert watcher.read()["foreign_pids"] == []

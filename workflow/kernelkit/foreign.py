@@ -270,7 +270,8 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
     peak: dict[int, dict[str, Any]] = {}
     for point in readable:
         for pid in point["foreign_pids"] or []:
-            utils = [s["sm_util"] for s in point["processes"] if s["pid"] == pid and s["judged"]]
+            judged = [s for s in point["processes"] if s["judged"]] + point.get("foreign_samples", [])
+            utils = [s["sm_util"] for s in judged if s["pid"] == pid]
             entry = peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})
             entry["max_sm_util"] = max([entry["max_sm_util"], *utils])
             entry["readings"] += 1
