@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from kernelkit import KitError, determinism, spec as specs
+from kernelkit import KitError, determinism, environment, spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
@@ -248,16 +248,11 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     if failed:
         raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
     if args.output:
-        write_record(args.output, {**record, **_card(), "passed": bool(layouts), "job": clock.describe()})
+        write_record(args.output, {**record, **environment.card(), "passed": bool(layouts), "job": clock.describe()})
     if layouts:
         print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
     return 0
 
-
-def _card() -> dict[str, Any]:
-    from kernelkit import environment
-
-    return environment.card()
 
 
 def catching_check(case: Mapping[str, Any]) -> str:
@@ -266,7 +261,7 @@ def catching_check(case: Mapping[str, Any]) -> str:
 
 
 def cmd_control(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, gpujob, tools
+    from kernelkit import device, gpujob, tools
 
     settings, lock, clock = _settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
@@ -314,7 +309,7 @@ def cmd_control(args: argparse.Namespace) -> int:
             args.output,
             {
                 **record,
-                **_card(),
+                **environment.card(),
                 "control": args.control,
                 "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
                 "layouts": args.layout,

@@ -96,7 +96,7 @@ class Comparison:
         """The verdict with what qualifies it, e.g. "SAME (+1.7%, below the 2% threshold)"."""
         text = self.verdict
         if self.below_threshold:
-            text += f" ({self.change:+.1%}, below the {self.threshold * 100:g}% threshold)"
+            text += f" ({self.change:+.1%}, below the {round(self.threshold * 100, 1):g}% threshold)"
         if self.foreign_work:
             text += f"; {', '.join(self.foreign_work)} saw foreign GPU work"
         elif self.disturbed and self.verdict == "AMBIGUOUS":

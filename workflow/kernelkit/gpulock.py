@@ -9,7 +9,9 @@ of one host.
 
 How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`, shared or exclusive. Two more
 files order the holders (`_take`): while a process wants the GPU alone (`.want`), no new shared
-holder comes in, and exclusive holders pass a `.gate` one at a time. The kernel drops a lock when the holder's file is closed, which it does when
+holder comes in, and exclusive holders pass a `.gate` one at a time. A fourth, `.members`, every
+kit process using the GPU shares until it exits, so the kernel's table of locks names them
+(kernelkit.foreign). The kernel drops a lock when the holder's file is closed, which it does when
 the process dies (even by SIGKILL), so there is no stale pid file to clean up. The directory is
 system-wide by default (/tmp/kernelkit-locks, mode 1777 like /tmp) so every clone and user meets
 the same lock; `gpu_lock.dir` in the config or KERNELKIT_LOCK_DIR in the environment moves it
@@ -195,7 +197,7 @@ EXCLUSIVE = "exclusive"
 
 @dataclass
 class _Hold:
-    """This process's hold on one GPU: the descriptors of its two lock files and the mode."""
+    """This process's hold on one GPU: the descriptors of the lock, its gate and its want file, and the mode."""
 
     lock_fd: int
     gate_fd: int
@@ -332,9 +334,10 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
             record.held_s = round(time.monotonic() - began, 6)
         return
     upgrading = record.upgraded = hold is not None
-    if members_path(path) not in _memberships:
-        _memberships[members_path(path)] = _open_lock_file(members_path(path))
-        fcntl.flock(_memberships[members_path(path)], fcntl.LOCK_SH)  # no one takes it exclusively: never waits
+    membership = members_path(path)
+    if membership not in _memberships:
+        _memberships[membership] = _open_lock_file(membership)
+        fcntl.flock(_memberships[membership], fcntl.LOCK_SH)  # no one takes it exclusively: never waits
     if hold is None:
         hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
                                   _open_lock_file(path.with_suffix(".want")), mode)
@@ -347,18 +350,17 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
         got = time.monotonic()
         record.waited_s = round(got - asked, 6)
         record.acquired_unix_s = time.time()
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s}
         if mode == EXCLUSIVE:
             record.previous_holder = _read_holder(hold.lock_fd)
-            _write_holder(hold.lock_fd, {"pid": os.getpid(), "host": socket.gethostname(),
-                                         "acquired_unix_s": record.acquired_unix_s})
+            _write_holder(hold.lock_fd, holder)
         try:
             yield record
         finally:
             record.held_s = round(time.monotonic() - got, 6)
             if mode == EXCLUSIVE:
-                _write_holder(hold.lock_fd, {"pid": os.getpid(), "host": socket.gethostname(),
-                                             "acquired_unix_s": record.acquired_unix_s,
-                                             "released_unix_s": "at exit" if until_exit and not upgrading else time.time()})
+                _write_holder(hold.lock_fd, {**holder, "released_unix_s": "at exit" if until_exit and not upgrading
+                                             else time.time()})
             if upgrading or until_exit:
                 if mode == EXCLUSIVE:
                     _share_after_exclusive(hold)
@@ -368,8 +370,8 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
             if not record.kept_until_exit:
                 record.released_unix_s = time.time()
     finally:
-        # Closing the descriptors releases both locks; a hold kept until exit is closed by the
-        # kernel when the process ends, after the driver has torn the CUDA context down.
+        # Closing the descriptors releases the hold; one kept until exit is let go by end_process,
+        # after the CUDA context is destroyed, or else by the kernel when the process ends.
         if not kept and _held.get(key) is hold:
             del _held[key]
             _close(hold)

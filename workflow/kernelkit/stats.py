@@ -17,7 +17,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 from kernelkit.config import schema_default
 
 # Defaults of a comparison of two runs, written once, in the schema (diff.threshold, diff.confidence).
@@ -94,7 +93,6 @@ def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) ->
     if max(medians_b) < min(medians_a):
         return -1
     return 0
-
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:

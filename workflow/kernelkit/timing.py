@@ -15,11 +15,11 @@ from typing import Any, ClassVar, Mapping, Sequence
 from kernelkit import spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
-from kernelkit.inputs import timing_inputs
-from kernelkit.shape_bounds import check_fits
 from kernelkit.gpulock import add_arguments as add_lock_argument
+from kernelkit.inputs import timing_inputs
 from kernelkit.kernel_time import GraphReplayMethod, HostLead, L2Flush, kernel_time_samples
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
+from kernelkit.shape_bounds import check_fits
 
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
 # the plan (which targets exist, in which order), not how one target is timed.

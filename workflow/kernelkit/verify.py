@@ -118,16 +118,15 @@ class DeviceComparer:
 
 
 def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray],
-                  on_device: Mapping[str, Any] | None = None) -> tuple[Any, Any, str]:
+                  on_device: Mapping[str, Any]) -> tuple[Any, Any, str]:
     """(reference, scale or None, where it was computed); reference None when it could not be.
 
-    `on_device`: the inputs already on the GPU (the timed buffers), so they are not uploaded again.
+    `on_device`: the same inputs already on the GPU (the timed buffers); `host_inputs` serve the
+    CPU fallback for a reference that does not run on CuPy.
     """
     from kernelkit import device
 
     cp = device.cupy()
-    if on_device is None:
-        on_device = device.upload(host_inputs)
     compute = spec.device_reference or spec.reference
     try:
         reference = compute(on_device)
