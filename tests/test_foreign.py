@@ -319,6 +319,30 @@ def test_with_the_members_known_an_outsider_that_stopped_long_ago_is_not_foreign
     assert unknown.read()["foreign_rule"] == "by_pid"
 
 
+def test_a_kit_process_that_logged_its_leaving_is_no_outsider_while_its_context_lingers(tmp_path):
+    """Seen on an H200: a racecheck child's membership ended before NVML stopped listing it, with
+    the busy samples of its last (locked) work just before a timing began."""
+    period = 0.2
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0 - 1.0, t0 - 0.05)]}, period_s=period)
+    time.sleep(0.25)
+    leavers = tmp_path / "kernelkit-gpu-x.left"
+    leavers.write_text(f"garbage line\n{OTHER + 1} {t0 - 3600:.3f}\n{OTHER} {t0 - 0.04:.3f}\n")
+    assert foreign.recent_leavers(leavers) == {OTHER}  # the hour-old line and the garbage are not
+    assert foreign.recent_leavers(tmp_path / "missing.left") == set()
+    members = tmp_path / "kernelkit-gpu-x.members"
+    members.write_text("")
+    known = foreign.kit_members(members, leavers)
+    if known is None:
+        pytest.skip("this kernel has no readable /proc/locks")
+    assert OTHER in known
+    excused = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: known)
+    assert excused.read()["foreign_pids"] == []
+    # Without the log it is an outsider whose latest recent sample was busy.
+    blamed = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    assert blamed.read()["foreign_pids"] == [OTHER]
+
+
 def test_lock_members_reads_holders_and_waiters_of_one_file_from_the_kernels_table(tmp_path):
     path = tmp_path / "kernelkit-gpu-x.members"
     path.write_text("")

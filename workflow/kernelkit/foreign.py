@@ -17,7 +17,10 @@ utilisation since the kit's own work began, or, with no sample since, was busy i
 sample of the last `WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each
 process only every so often, longer than most timed stretches, so judging only the samples that
 lie wholly inside the stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200,
-2026-11-30). A kit process that exited has no context, so its last samples are never blamed. Without the list, only samples whose whole period lies after the lock was taken are
+2026-11-30). A kit process that is ending logs its pid first (kernelkit.gpulock.note_leaving)
+and counts as the kit for a while after: the kernel drops its lock before the driver has torn
+down its context, and meanwhile NVML lists it with the samples of its last locked work.
+Without the list, only samples whose whole period lies after the lock was taken are
 judged (rule `by_pid`), less the previous holder, so the work of earlier holders, which ended
 before they released the lock, is never blamed on anyone.
 
@@ -213,6 +216,44 @@ def lock_members(path: str | os.PathLike[str], locks_table: str = "/proc/locks")
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4].isdigit():
             pids.add(int(fields[4]))
     return pids
+
+
+# How long a kit process that logged its leaving (kernelkit.gpulock.note_leaving) stays excused:
+# its context outlives its membership only while the driver tears it down, well under this.
+LEFT_MEMORY_S = 30.0
+
+
+def recent_leavers(path: str | os.PathLike[str], now_unix_s: float | None = None,
+                   memory_s: float = LEFT_MEMORY_S, tail_bytes: int = 65536) -> set[int]:
+    """The pids a leavers' log (`pid unix_time` lines) names as ending within the last `memory_s`.
+
+    Only the log's tail is read: it grows by one line per kit process and is never rewritten.
+    """
+    now = time.time() if now_unix_s is None else now_unix_s
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - tail_bytes))
+            text = handle.read().decode("ascii", errors="replace")
+    except OSError:
+        return set()
+    pids = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit():
+            try:
+                left = float(fields[1])
+            except ValueError:
+                continue
+            if now - memory_s <= left <= now + 1.0:
+                pids.add(int(fields[0]))
+    return pids
+
+
+def kit_members(members: str | os.PathLike[str], leavers: str | os.PathLike[str]) -> set[int] | None:
+    """The kit's processes on a GPU: those sharing its `.members` lock now, and those that logged
+    their leaving moments ago (their contexts may outlive the lock); None when the table is unreadable."""
+    pids = lock_members(members)
+    return None if pids is None else pids | recent_leavers(leavers)
 
 
 def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:

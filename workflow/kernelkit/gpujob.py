@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelkit import KitError
-from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, members_path
+from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, leavers_path, members_path
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
@@ -127,7 +127,8 @@ def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clo
 
     with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit) as work:
         clock.add(work)
-        members = (lambda: foreign.lock_members(members_path(Path(work.lock_path)))) if work.enabled else None
+        membership = members_path(Path(work.lock_path))
+        members = (lambda: foreign.kit_members(membership, leavers_path(membership))) if work.enabled else None
         watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
                                          since_unix_s=work.acquired_unix_s, members=members)
         busy_before = foreign.device_util(nvml)

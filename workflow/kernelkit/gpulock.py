@@ -269,14 +269,36 @@ def members_path(lock_path: Path) -> Path:
     return lock_path.with_suffix(".members")
 
 
+def leavers_path(members: Path) -> Path:
+    """The log of kit processes that are ending: `pid unix_time` per line (kernelkit.foreign.lock_members)."""
+    return members.with_suffix(".left")
+
+
+def note_leaving() -> None:
+    """Log this process as a kit member that is ending, before its membership goes: the kernel drops
+    the flock at exit before the driver has torn down the CUDA context, and NVML lists the pid
+    meanwhile (an H200 run of 2026-11-30 called exiting racecheck children foreign)."""
+    line = f"{os.getpid()} {time.time():.3f}\n".encode()
+    for members in _memberships:
+        with contextlib.suppress(OSError):  # a log another user did not share: this pid stays unexcused
+            fd = os.open(leavers_path(members), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOCK_FILE_MODE)
+            try:
+                if os.fstat(fd).st_uid == os.geteuid():
+                    os.fchmod(fd, LOCK_FILE_MODE)
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+
 def _close(hold: _Hold) -> None:
     for fd in (hold.lock_fd, hold.gate_fd, hold.want_fd):
         os.close(fd)
 
 
 def end_process(code: int) -> None:
-    """End a command that keeps a GPU hold until exit: destroy its CUDA context inside the hold,
-    let the hold go, and exit at once with `code`. Returns when no hold is kept.
+    """End a command: log it as leaving its GPUs (note_leaving); then, when it keeps a GPU hold
+    until exit, destroy its CUDA context inside the hold, let the hold go, and exit at once with
+    `code`. Returns when no hold is kept.
 
     Why not a plain exit: the next exclusive holder waits for this process to let go, and the
     interpreter's teardown (module finalisers, CuPy's and Torch's exit handlers) takes a tenth of
@@ -284,6 +306,7 @@ def end_process(code: int) -> None:
     files by now, and the output streams are flushed first. Where the context cannot be
     destroyed explicitly, the process exits normally and the kernel drops the hold at exit.
     """
+    note_leaving()
     kept = [key for key, hold in _held.items() if hold.kept_until_exit]
     if not kept:
         return
