@@ -172,6 +172,24 @@ def test_sanitizer_and_ncu_output_are_read_from_the_tools_text():
     assert tools.ncu_metrics("==ERROR== ERR_NVGPUCTRPERM - no permission") == []
 
 
+def test_the_limiter_is_the_unit_nearest_its_peak_in_the_longest_launch():
+    from kernelkit.report.quality import limiter
+
+    def launch(duration_ns: float, dram: float, l2: float, l1: float, sm: float, fma: float) -> dict:
+        return {"duration_ns": duration_ns, "dram_throughput_pct_of_peak": dram, "l2_throughput_pct_of_peak": l2,
+                "l1_throughput_pct_of_peak": l1, "sm_throughput_pct_of_peak": sm, "fma_pipe_pct_of_peak": fma}
+
+    gemm = launch(3.0e6, 12.0, 30.0, 71.5, 82.0, 78.0)
+    assert limiter([gemm]) == "SM (82%)"
+    # A short helper launch beside it does not decide.
+    assert limiter([launch(1.0e3, 95.0, 1.0, 1.0, 1.0, 1.0), gemm]) == "SM (82%)"
+    assert limiter([launch(5.0e4, 41.0, 35.0, 20.0, 22.0, 3.0)]) == "latency (top: DRAM 41%)"
+    # The committed records of older kits read DRAM only: no limiter is claimed from one unit.
+    old = json.loads((REPO / "results" / "h200-q-extras" / "profile" / "bias_gelu" / "8192x4096" / "triton.json").read_text())
+    assert limiter(old["launches"]) == "n/a"
+    assert limiter([]) == "n/a"
+
+
 def test_committed_sanitizer_output_reads_as_clean_for_both_tools():
     from kernelkit import tools
 

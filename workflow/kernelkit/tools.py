@@ -30,6 +30,12 @@ NCU_METRICS = {
     "smsp__inst_executed.sum": "instructions_executed",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum": "shared_bank_conflicts",
     "gpu__time_duration.sum": "duration_ns",
+    # Speed of light: which unit works closest to its peak names the limiter (report.quality).
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct_of_peak",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed": "l2_throughput_pct_of_peak",
+    "l1tex__throughput.avg.pct_of_peak_sustained_active": "l1_throughput_pct_of_peak",
+    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "fma_pipe_pct_of_peak",
+    "launch__registers_per_thread": "registers_per_thread",
 }
 
 

@@ -17,6 +17,28 @@ def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+# The units whose percentage of peak Nsight Compute reads (kernelkit.tools.NCU_METRICS), in the
+# order of the Counters table; records of older kits lack all but DRAM.
+SPEED_OF_LIGHT = (("dram_throughput_pct_of_peak", "DRAM %"), ("l2_throughput_pct_of_peak", "L2 %"),
+                  ("l1_throughput_pct_of_peak", "L1/shared %"), ("sm_throughput_pct_of_peak", "SM %"),
+                  ("fma_pipe_pct_of_peak", "FMA pipe %"))
+# A unit this close to its peak is what the kernel waits on; below it on every unit, latency is.
+LIMITER_PCT = 60.0
+
+
+def limiter(launches: list[dict[str, Any]]) -> str:
+    """The unit closest to its peak in the longest launch of a call, or 'latency' when none is near it."""
+    timed = [x for x in launches if isinstance(x.get("duration_ns"), float)]
+    if not timed:
+        return "n/a"
+    longest = max(timed, key=lambda x: x["duration_ns"])
+    read = [(longest[name], label[:-2]) for name, label in SPEED_OF_LIGHT if isinstance(longest.get(name), float)]
+    if len(read) < 2:
+        return "n/a"
+    pct, unit = max(read)
+    return f"{unit} ({pct:.0f}%)" if pct >= LIMITER_PCT else f"latency (top: {unit} {pct:.0f}%)"
+
+
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
     a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
@@ -214,7 +236,7 @@ def section_tools(run: Run) -> list[doc.Section]:
             key = (record["kernel"], record["shape"], record["layout"])
             timed = _us(median(medians[key])) if key in medians else "n/a"
             if "skipped" in record:
-                rows.append([*key, timed, "", "", "", "", f"skipped: {record['skipped']}"])
+                rows.append([*key, timed, *[""] * (len(SPEED_OF_LIGHT) + 4), f"skipped: {record['skipped']}"])
                 continue
             launches = record["launches"]
 
@@ -227,15 +249,18 @@ def section_tools(run: Run) -> list[doc.Section]:
                 weight = sum(w for _, w in pairs)
                 return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
 
-            rows.append([*key, timed, weighted("dram_throughput_pct_of_peak"), weighted("achieved_occupancy_pct"),
-                         total("instructions_executed"), total("shared_bank_conflicts"),
+            rows.append([*key, timed, *(weighted(name) for name, _ in SPEED_OF_LIGHT), weighted("achieved_occupancy_pct"),
+                         total("instructions_executed"),
+                         total("shared_bank_conflicts"), limiter(launches),
                          f"{len(launches)} kernel launch(es)"])
         sections.append(doc.Section("Counters (Nsight Compute)", [
             doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
                           "saw them); percentages are duration-weighted over the kernels the call launched, counts "
-                          "are summed. The median is the kernel time of the timing targets, not ncu's replayed duration."),
-            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", "DRAM % of peak", "Achieved occupancy %",
-                       "Instructions", "Shared bank conflicts", "Note"], rows)]))
+                          "are summed. The median is the kernel time of the timing targets, not ncu's replayed duration. "
+                          f"The limiter is the unit working closest to its peak, when one reaches {LIMITER_PCT:.0f}%; "
+                          "with none there, the kernel waits on latency (too little work in flight)."),
+            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", *(label for _, label in SPEED_OF_LIGHT),
+                       "Achieved occupancy %", "Instructions", "Shared bank conflicts", "Limiter", "Note"], rows)]))
     return sections
 
 
