@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 import pytest
 from conftest import default_config
 
@@ -115,3 +117,94 @@ def test_vec_row_split_holds_every_column_once_on_both_paths(kernel):
         for row in range(4):
             for vector in (True, False):
                 assert sorted(vec_row_parts(row, cols, threads, vec, vector)) == list(range(cols)), (cols, row, vector)
+
+
+def stream_held_columns(cols: int, threads: int, vec: int, head: int, vector: bool) -> list[list[int]]:
+    """layernorm_stream's columns per thread, from its index formulas: on the vector path the
+    head (tid < head), quads tid + k * threads and the tail; on the scalar path columns
+    (4k + j) * threads + tid and 4 * vec * threads + tid."""
+    held: list[list[int]] = [[] for _ in range(threads)]
+    quads = (cols - head) // 4 if vector else 0
+    for tid in range(threads):
+        t_col = head + 4 * quads + tid if vector else 4 * vec * threads + tid
+        held[tid] += [tid] if vector and tid < head else []
+        held[tid] += [t_col] if t_col < cols else []
+        for k in range(vec):
+            for j in range(4):
+                c = head + 4 * (tid + k * threads) + j if vector else (4 * k + j) * threads + tid
+                held[tid] += [c] if (tid + k * threads < quads if vector else c < cols) else []
+    return held
+
+
+def merge_moments(a, b):
+    """layernorm_stream's merge_moments in float32, on arrays of lanes."""
+    n = a[0] + b[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(n == 0, np.float32(0), b[0] / n).astype(np.float32)
+    delta = b[1] - a[1]
+    merged = (n, a[1] + delta * share, a[2] + b[2] + delta * delta * (a[0] * share))
+    return tuple(np.where(n == 0, a_part, m_part).astype(np.float32) for a_part, m_part in zip(a, merged))
+
+
+@pytest.mark.parametrize("point", [{}, *sweep_points("layernorm", "stream")])
+def test_layernorm_stream_holds_each_column_once_and_its_merges_give_the_row_moments(point):
+    """Every column once on both paths at each head, and the kernel's order of merges (xor
+    shuffles with the lower lane first, then warps in order) gives the same bits on every lane
+    and the row's mean and centred variance."""
+    spec = specs.load("layernorm")
+    layout = {**spec.layout("stream"), **point}
+    threads, vec = int(layout["threads"]), int(layout["capacity"]) // (4 * int(layout["threads"]))
+    rng = np.random.default_rng(0)
+    for cols in (1, 3, 5, 31, 33, 127, 1024, 4096, 4097, 4 * vec * threads + 3):
+        spec.launch(layout, (8, cols))
+        x = (3.0 + rng.standard_normal(cols)).astype(np.float32)
+        for head, vector in [(h, True) for h in range(min(cols, 3) + 1)] + [(0, False)]:
+            held = stream_held_columns(cols, threads, vec, head, vector)
+            assert sorted(c for columns in held for c in columns) == list(range(cols)), (cols, head, vector)
+            n = np.array([len(c) for c in held], dtype=np.float32)
+            sums = np.array([x[c].sum(dtype=np.float32) for c in held], dtype=np.float32)
+            mean = np.where(n > 0, sums / np.maximum(n, 1), 0).astype(np.float32)
+            m2 = np.array([((x[c] - m) ** 2).sum(dtype=np.float32) for c, m in zip(held, mean)], dtype=np.float32)
+            lanes = np.arange(threads)
+            mine = (n, mean, m2)
+            for mask in (1, 2, 4, 8, 16):
+                other = tuple(part[lanes ^ mask] for part in mine)
+                upper = (lanes & mask) != 0
+                first = tuple(np.where(upper, o, m) for o, m in zip(other, mine))
+                second = tuple(np.where(upper, m, o) for o, m in zip(other, mine))
+                mine = merge_moments(first, second)
+            for part in mine:
+                assert (part.reshape(-1, 32) == part.reshape(-1, 32)[:, :1]).all()  # one value per warp
+            total = tuple(part[:1] for part in mine)
+            for warp in range(1, threads // 32):
+                total = merge_moments(total, tuple(part[32 * warp : 32 * warp + 1] for part in mine))
+            assert total[0][0] == cols
+            np.testing.assert_allclose(total[1][0], x.astype(np.float64).mean(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(total[2][0] / cols, x.astype(np.float64).var(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("point", [{}, *sweep_points("bias_gelu", "flat")])
+def test_bias_gelu_flat_covers_every_quad_once_with_its_own_bias_quad(point):
+    """bias_gelu_flat's quad path at the launch the spec picks: quads first + k * threads
+    (first = block * quads * threads + t) cover the flat array once, and the stepped, wrapping
+    bias index equals the quad's column quad."""
+    spec = specs.load("bias_gelu")
+    layout = {**spec.layout("flat"), **point}
+    threads, per_thread = int(layout["threads"]), int(layout["quads"])
+    shapes = {spec.parse_shape(text) for text in default_config()["kernels"]["bias_gelu"]["shapes"]}
+    for rows, cols in sorted({*spec.correctness_shapes, *shapes}):
+        if cols % 4:
+            continue
+        blocks = spec.launch(layout, (rows, cols)).grid[0]
+        col_quads, quads = cols // 4, rows * cols // 4
+        first = (np.arange(blocks, dtype=np.int64)[:, None] * per_thread * threads + np.arange(threads)).reshape(-1)
+        c = first % col_quads
+        seen = np.zeros(quads, dtype=np.int64)
+        for k in range(per_thread):
+            q = first + k * threads
+            inside = q < quads
+            assert (c[inside] == q[inside] % col_quads).all(), (rows, cols, k)
+            np.add.at(seen, q[inside], 1)
+            c = c + threads % col_quads
+            c = np.where(c >= col_quads, c - col_quads, c)
+        assert (seen == 1).all(), (rows, cols)

@@ -65,9 +65,48 @@ def emulate_vec4(inputs: Mapping[str, np.ndarray], control: str | None):
     return gelu_sigmoid32(flat + bias[bias_index]).reshape(x.shape), unwritten
 
 
+def emulate_flat(inputs: Mapping[str, np.ndarray], control: str | None):
+    """flat as launched: when cols is a multiple of 4 (allocations are 16-byte aligned), quad
+    first + k * threads of block b (first = b * quads * threads + t) takes bias quad
+    first mod cols/4 stepped k times by threads mod cols/4, wrapping (or, under the control,
+    restarting at 0); otherwise an element-wise loop over the grid."""
+    spec = own_spec()
+    layout = spec.layout("flat")
+    x, bias = inputs["x"], inputs["bias"]
+    rows, cols = x.shape
+    flat = x.reshape(-1)
+    total = flat.size
+    unwritten = np.zeros(total, dtype=bool)
+    if cols % 4 or total < 4:
+        if control == "flat_tail":
+            unwritten[-1] = True
+        return gelu_sigmoid32(flat + bias[np.arange(total) % cols]).reshape(x.shape), unwritten.reshape(x.shape)
+    threads, per_thread = int(layout["threads"]), int(layout["quads"])
+    blocks = spec.launch(layout, (rows, cols)).grid[0]
+    col_quads, quads = cols // 4, total // 4
+    bias_quad = np.full(quads, -1, dtype=np.int64)
+    for first in range(blocks * per_thread * threads):
+        if first % (per_thread * threads) >= threads:
+            continue
+        c = first % col_quads
+        for k in range(per_thread):
+            q = first + k * threads
+            if q < quads:
+                assert bias_quad[q] == -1
+                bias_quad[q] = c
+            c += threads % col_quads
+            if c >= col_quads:
+                c = 0 if control == "flat_wrap" else c - col_quads
+    assert (bias_quad >= 0).all()
+    column = (4 * bias_quad[:, None] + np.arange(4)).reshape(-1)
+    return gelu_sigmoid32(flat + bias[column]).reshape(x.shape), unwritten.reshape(x.shape)
+
+
 def emulate(inputs: Mapping[str, np.ndarray], layout: str, control: str | None = None):
     if layout == "vec4":
         return emulate_vec4(inputs, control)
+    if layout == "flat":
+        return emulate_flat(inputs, control)
     z = inputs["x"] if control == "bias" else inputs["x"] + inputs["bias"]
     y = gelu32(z)
     unwritten = None

@@ -15,6 +15,16 @@ bias row does not line up with quads, so the flat array is read in quads with a 
 index, and the last total % 4 elements (or everything, if x or y is misaligned) take a scalar
 loop. Controls aimed at `vec4`: the scalar tail's last element, the row left after the
 four-rows loop, the bias quad fixed to the first, the bias index not wrapping at a row end.
+`flat` (kernel `bias_gelu_flat`) is vec4's arithmetic in the layout of a fast copy (and of the
+Triton baseline, 0.97 of the copy ceiling where vec4 reaches 0.92): the array as one flat run
+of quads, block b owning `quads * threads` consecutive quads, thread t the quads t, t + threads,
+... of it (each access coalesced across the block), all of a thread's x loads issued before any
+arithmetic, a grid sized to the array (no loop, no per-row bookkeeping) and at most 32
+registers for 2048 threads per SM. The bias quad is the flat quad mod cols / 4: one remainder
+per thread, then a wrapping step. `stream` 1 reads x evict-first and writes y streaming; 0 uses
+plain accesses (as the copy kernels of the ceiling do). Widths that are not a multiple of 4
+take an element-wise grid-stride loop. Controls aimed at `flat`: the bias step reset to the
+row's first quad instead of wrapping, the element-wise loop dropping the last element.
 Baselines: `cupy` (unfused array operations, one kernel per operator), `cupy_fused` (the same
 expression as one cupy.ElementwiseKernel), `torch`, `triton`.
 """
@@ -51,6 +61,8 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     threads = int(layout["threads"])
     if layout.get("entry") == "bias_gelu_vec4":
         return Launch(grid=vec4_grid(layout, shape), block=(threads,))
+    if layout.get("entry") == "bias_gelu_flat":
+        return Launch(grid=(flat_grid(layout, shape),), block=(threads,))
     return Launch(grid=(min(-(-rows * cols // threads), 2**31 - 1),), block=(threads,))
 
 
@@ -62,6 +74,23 @@ def vec4_grid(layout: Mapping[str, Any], shape: Shape) -> tuple[int, int]:
                        f"not threads={layout['threads']}")
     column_blocks = -(-(-(-cols // 4)) // int(layout["threads"]))
     return column_blocks, max(1, min(65535, -(-rows // int(layout["rows_per_thread"]))))
+
+
+def flat_grid(layout: Mapping[str, Any], shape: Shape) -> int:
+    """Blocks of `flat`: one per `quads * threads` quads of the flat array."""
+    threads, quads = int(layout["threads"]), int(layout["quads"])
+    if threads not in (128, 256, 512, 1024) or quads not in (1, 2, 4):
+        raise KitError(f"bias_gelu flat takes threads in 128/256/512/1024 (2048 / threads blocks per SM in its "
+                       f"__launch_bounds__) and quads 1, 2 or 4 (32 registers), not threads={threads}, quads={quads}")
+    rows, cols = shape
+    return max(1, -(-rows * cols // (4 * quads * threads)))
+
+
+def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    if layout.get("entry") != "bias_gelu_flat":
+        return ()
+    return (f"-DGELU_FLAT_QUADS={int(layout['quads'])}", f"-DGELU_FLAT_THREADS={int(layout['threads'])}",
+            f"-DGELU_FLAT_STREAM={int(layout['stream'])}")
 
 
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
@@ -123,11 +152,14 @@ SPEC = KernelSpec(
     layouts={
         "elementwise": {"threads": THREADS},
         "vec4": {"entry": "bias_gelu_vec4", "threads": THREADS, "rows_per_thread": 8},
+        "flat": {"entry": "bias_gelu_flat", "threads": 256, "quads": 2, "stream": 1},
     },
     # (5, 4096): vec4's quad path with a row left over after its four-rows-in-flight loop;
     # (17, 128): three runs of 6, 6 and 5 rows, each with a remainder;
-    # (3, 8193): its flat path with a scalar tail of 3 elements.
-    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (5, 4096), (17, 128), (3, 8193)),
+    # (3, 8193): its flat path with a scalar tail of 3 elements;
+    # (40, 132): 33 column quads, so flat's bias step wraps inside a thread's quads (at 4096
+    # and 128 columns a block's quads never cross a row end), and vec4 has idle column threads.
+    correctness_shapes=((8, 1), (8, 31), (8, 33), (8, 127), (8, 4096), (5, 4096), (17, 128), (3, 8193), (40, 132)),
     tolerance=Tolerance(abs=1e-5, rel=1e-4),
     mutations={
         "bias": Mutation(
@@ -160,6 +192,16 @@ SPEC = KernelSpec(
             replace="c = (c + 1 == cols) ? c : c + 1;",
             why="vec4's flat path does not wrap the bias index at a row end (it repeats the last column)",
         ),
+        "flat_wrap": Mutation(
+            find="if (c >= col_quads) c -= col_quads;",
+            replace="if (c >= col_quads) c = 0;",
+            why="flat's bias step past a row end restarts at the row's first quad instead of wrapping",
+        ),
+        "flat_tail": Mutation(
+            find="e < total; e += stride",
+            replace="e < total - 1; e += stride",
+            why="flat's element-wise loop (widths not a multiple of 4) never writes the last element",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -171,7 +213,11 @@ SPEC = KernelSpec(
     flops=lambda shape: 10 * shape[0] * shape[1],
     # Rows a thread walks: fewer give more, shorter blocks (dynamic balance at the end of the
     # grid); more give fewer blocks and a near-single wave (8 x 4096: 4096 blocks at 8 rows).
-    sweeps={"vec4": {"rows_per_thread": [4, 8, 16, 32]}},
+    sweeps={"vec4": {"rows_per_thread": [4, 8, 16, 32]},
+            # Quads per thread (loads in flight each) x block size x cache hints; the copy
+            # ceiling's fastest kernel is one quad per thread in blocks of 256, plain accesses.
+            "flat": {"quads": [1, 2, 4], "threads": [128, 256], "stream": [0, 1]}},
+    layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "CuPy unfused array operations of the tanh form (one kernel per operator)", cupy_call),
         "cupy_fused": Baseline("cupy", "cupy.ElementwiseKernel of the whole tanh-form expression (one kernel)",

@@ -54,9 +54,49 @@ def emulate_vec(inputs: Mapping[str, np.ndarray], control: str | None):
     return y, unwritten
 
 
+def emulate_stream(inputs: Mapping[str, np.ndarray], control: str | None):
+    """layernorm_stream: vec's row split (threads fixed, capacity / (4 * threads) quads each), the
+    grid's row loop, the weight/bias planes read at the row's head shift, the moments merged per
+    thread (the control without the between-group term leaves each thread's own sum of squares)."""
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    rows, cols = x.shape
+    spec = own_spec()
+    layout = spec.layout("stream")
+    threads = int(layout["threads"])
+    vec = int(layout["capacity"]) // (4 * threads)
+    grid = spec.launch(layout, (rows, cols)).grid[0]
+    y = np.empty_like(x)
+    unwritten = np.ones(x.shape, dtype=bool)
+    step = grid + 1 if control == "stream_rows" else grid
+    walked = sorted({row for first in range(grid) for row in range(first, rows, step)})
+    n = np.float32(cols)
+    for row in walked:
+        parts = vec_row_parts()(row, cols, threads, vec)
+        assert sorted(parts) == list(range(cols)), (row, cols)
+        mean = x[row].sum(dtype=np.float32) / n
+        centred = x[row] - mean
+        squares = centred.dot(centred)
+        if control == "stream_delta":
+            squares = np.float32(0)
+            for thread in range(threads):
+                held = x[row, [column for column, (owner, _) in parts.items() if owner == thread]]
+                if held.size:
+                    local = held - held.sum(dtype=np.float32) / np.float32(held.size)
+                    squares += local.dot(local)
+        source = np.arange(cols)
+        head = min(cols, (16 - 4 * row * cols % 16) % 16 // 4)
+        if control == "stream_phase":
+            source = np.array([c - head if parts[c][1] == "quad" else c for c in range(cols)])
+        y[row] = centred * (np.float32(1) / np.sqrt(squares / n + np.float32(1e-5))) * w[source] + b[source]
+        unwritten[row] = False
+    return y, unwritten
+
+
 def emulate(inputs: Mapping[str, np.ndarray], layout: str, control: str | None = None):
     if layout == "vec":
         return emulate_vec(inputs, control)
+    if layout == "stream":
+        return emulate_stream(inputs, control)
     x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
     cols = x.shape[1]
     column = np.arange(cols)

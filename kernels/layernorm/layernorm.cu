@@ -225,3 +225,195 @@ extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS) layernorm_ve
         }
     }
 }
+
+// layernorm_stream: vec's one read with the row in registers, plus three changes aimed at the
+// wide, odd-width case (16384 x 4097), where vec reads weight and bias as four scalars each per
+// quad (rows of odd width are not 16-byte aligned, so a quad's columns are not a weight quad):
+//  * weight and bias live in shared memory, loaded once per block (the block walks rows
+//    blockIdx.x, blockIdx.x + gridDim.x, ...), in four planes by column mod 4: (w, b) of column
+//    c at [(c & 3) * pitch + (c >> 2)]. The 32 lanes of a quad access read one plane at 32
+//    consecutive slots (conflict-free 64-bit reads), whatever the row's misalignment.
+//  * one reduction per row instead of two: each thread reduces its held values to (count,
+//    mean, centred sum of squares), and these merge pairwise (Chan et al.) through the warp's
+//    xor shuffles and then across warps; no E[x^2] - mean^2 cancellation. The lower lane is
+//    always the first operand, so every lane ends with the same bits. The cross-warp partials
+//    are double-buffered by row parity: one barrier per row.
+//  * x is read with evict-first loads and y written with streaming stores (no reuse).
+// LN_STREAM_THREADS threads per row (the block), LN_STREAM_VEC quads each: a row of up to
+// 4 * VEC * THREADS + 3 columns (head and tail are scalars of the first threads).
+#ifndef LN_STREAM_THREADS
+#define LN_STREAM_THREADS 256
+#endif
+#ifndef LN_STREAM_VEC
+#define LN_STREAM_VEC 4
+#endif
+#ifndef LN_STREAM_BLOCKS
+#define LN_STREAM_BLOCKS 4
+#endif
+#define LN_STREAM_WARPS (LN_STREAM_THREADS / 32)
+
+struct Moments {
+    float n, mean, m2;  // count, mean, sum of squared deviations from the mean
+};
+
+// Chan et al.'s pairwise update; either side may be empty (n == 0).
+__device__ __forceinline__ Moments merge_moments(Moments a, Moments b) {
+    const float n = a.n + b.n;
+    if (n == 0.0f) return a;
+    const float share = b.n / n;
+    const float delta = b.mean - a.mean;
+    Moments m;
+    m.n = n;
+    m.mean = a.mean + delta * share;
+    m.m2 = a.m2 + b.m2 + delta * delta * (a.n * share);
+    return m;
+}
+
+__device__ __forceinline__ float2 stream_param(const float2* params, int pitch, int c) {
+    return params[(c & 3) * pitch + (c >> 2)];
+}
+
+// Is element (k, j) of a thread's register quads a column of the row? VECTOR: quad
+// tid + k * THREADS of the row's aligned body; else column (4k + j) * THREADS + tid.
+template <bool VECTOR>
+__device__ __forceinline__ bool stream_held(int tid, int k, int j, int quads, int cols) {
+    return VECTOR ? tid + k * LN_STREAM_THREADS < quads : (4 * k + j) * LN_STREAM_THREADS + tid < cols;
+}
+
+// One row. VECTOR: a scalar head up to x's first 16-byte boundary, quads, a scalar tail
+// (x and y rows equally aligned); else every element scalar. The two are separate
+// instantiations so that neither path's registers add to the other's.
+template <bool VECTOR>
+__device__ __forceinline__ void stream_row(const float* __restrict__ x_row, float* __restrict__ y_row, int cols,
+                                           int head, const float2* params, int pitch, Moments* warp_moments,
+                                           float eps) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int quads = VECTOR ? (cols - head) >> 2 : 0;
+    // The scalar slots: on the vector path the head (tid < head) and the tail (t_col < cols);
+    // on the scalar path `t` holds column 4 * VEC * THREADS + tid.
+    const int t_col = VECTOR ? head + 4 * quads + tid : 4 * LN_STREAM_VEC * LN_STREAM_THREADS + tid;
+    const bool has_h = VECTOR && tid < head;
+    const bool has_t = t_col < cols;
+
+    float4 v[LN_STREAM_VEC];
+    const float h = has_h ? __ldcs(x_row + tid) : 0.0f;
+    const float t = has_t ? __ldcs(x_row + t_col) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < LN_STREAM_VEC; ++k) {
+        if (VECTOR) {
+            const int q = tid + k * LN_STREAM_THREADS;
+            v[k] = q < quads ? __ldcs(reinterpret_cast<const float4*>(x_row + head) + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        } else {
+            float held[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                held[j] = stream_held<false>(tid, k, j, quads, cols) ? x_row[(4 * k + j) * LN_STREAM_THREADS + tid] : 0.0f;
+            }
+            v[k] = make_float4(held[0], held[1], held[2], held[3]);
+        }
+    }
+
+    // This thread's moments. Empty slots hold zeros: nothing to the sum, but they must stay
+    // out of the count and of the squares.
+    float n = (has_h ? 1.0f : 0.0f) + (has_t ? 1.0f : 0.0f);
+    float sum = h + t;
+#pragma unroll
+    for (int k = 0; k < LN_STREAM_VEC; ++k) {
+        sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) n += stream_held<VECTOR>(tid, k, j, quads, cols) ? 1.0f : 0.0f;
+    }
+    Moments mine;
+    mine.n = n;
+    mine.mean = n > 0.0f ? sum / n : 0.0f;
+    float m2 = (has_h ? centred_square(h, mine.mean) : 0.0f) + (has_t ? centred_square(t, mine.mean) : 0.0f);
+#pragma unroll
+    for (int k = 0; k < LN_STREAM_VEC; ++k) {
+        const float held[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (stream_held<VECTOR>(tid, k, j, quads, cols)) m2 += centred_square(held[j], mine.mean);
+        }
+    }
+    mine.m2 = m2;
+#pragma unroll
+    for (int mask = 1; mask < 32; mask <<= 1) {
+        Moments other;
+        other.n = __shfl_xor_sync(0xffffffffu, mine.n, mask);
+        other.mean = __shfl_xor_sync(0xffffffffu, mine.mean, mask);
+        other.m2 = __shfl_xor_sync(0xffffffffu, mine.m2, mask);
+        const bool upper = (lane & mask) != 0;
+        mine = merge_moments(upper ? other : mine, upper ? mine : other);
+    }
+    if (lane == 0) warp_moments[tid >> 5] = mine;
+    __syncthreads();  // this buffer is written again two rows on, after the next row's barrier
+    Moments total = warp_moments[0];
+#pragma unroll
+    for (int w = 1; w < LN_STREAM_WARPS; ++w) total = merge_moments(total, warp_moments[w]);
+    const float mean = total.mean;
+    const float rstd = rsqrtf(total.m2 / cols + eps);
+
+    if (has_h) {
+        const float2 p = stream_param(params, pitch, tid);
+        __stcs(y_row + tid, affine(h, mean, rstd, p.x, p.y));
+    }
+    if (has_t) {
+        const float2 p = stream_param(params, pitch, t_col);
+        __stcs(y_row + t_col, affine(t, mean, rstd, p.x, p.y));
+    }
+    if (VECTOR) {
+        // Column head + 4q + j sits in plane (head + j) & 3 at slot q + ((head + j) >> 2).
+        int plane[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) plane[j] = ((head + j) & 3) * pitch + ((head + j) >> 2);
+        float4* y4 = reinterpret_cast<float4*>(y_row + head);
+#pragma unroll
+        for (int k = 0; k < LN_STREAM_VEC; ++k) {
+            const int q = tid + k * LN_STREAM_THREADS;
+            if (q < quads) {
+                const float2 p0 = params[plane[0] + q], p1 = params[plane[1] + q];
+                const float2 p2 = params[plane[2] + q], p3 = params[plane[3] + q];
+                __stcs(y4 + q, make_float4(affine(v[k].x, mean, rstd, p0.x, p0.y), affine(v[k].y, mean, rstd, p1.x, p1.y),
+                                           affine(v[k].z, mean, rstd, p2.x, p2.y), affine(v[k].w, mean, rstd, p3.x, p3.y)));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < LN_STREAM_VEC; ++k) {
+            const float held[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = (4 * k + j) * LN_STREAM_THREADS + tid;
+                if (c < cols) {
+                    const float2 p = stream_param(params, pitch, c);
+                    y_row[c] = affine(held[j], mean, rstd, p.x, p.y);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LN_STREAM_THREADS, LN_STREAM_BLOCKS)
+layernorm_stream(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+                 float* __restrict__ y, int rows, int cols, float eps) {
+    extern __shared__ float2 params[];
+    __shared__ Moments warp_moments[2][LN_STREAM_WARPS];
+    const int pitch = (cols + 3) >> 2;
+    for (int c = threadIdx.x; c < cols; c += LN_STREAM_THREADS) {
+        params[(c & 3) * pitch + (c >> 2)] = make_float2(weight[c], bias[c]);
+    }
+    __syncthreads();
+    // Every thread of the block walks the same rows, so the path taken (and its barrier) is uniform.
+    int parity = 0;
+    for (int row = blockIdx.x; row < rows; row += gridDim.x, parity ^= 1) {
+        const float* x_row = x + (size_t)row * cols;
+        float* y_row = y + (size_t)row * cols;
+        const unsigned long long x_address = reinterpret_cast<unsigned long long>(x_row);
+        if (((x_address ^ reinterpret_cast<unsigned long long>(y_row)) & 15) == 0) {
+            const int head = min(cols, (int)(((16 - (x_address & 15)) & 15) >> 2));
+            stream_row<true>(x_row, y_row, cols, head, params, pitch, warp_moments[parity], eps);
+        } else {
+            stream_row<false>(x_row, y_row, cols, 0, params, pitch, warp_moments[parity], eps);
+        }
+    }
+}

@@ -16,6 +16,21 @@ scalar head to its first 16-byte boundary, quads and a scalar tail (16384x4097 s
 through 128-bit loads). Controls aimed at `vec`: a dropped tail, empty register slots counted
 in the variance, the cross-warp sum reduced to its first warp. (A removed barrier is a race
 that may pass by chance; a passing control stops the workflow, so none is used.)
+`stream` (kernel `layernorm_stream`) keeps vec's one read with the row in registers and
+changes three things aimed at 16384x4097, where vec stays at 0.84 of the copy ceiling: (1)
+weight and bias sit in shared memory in four planes by column mod 4, so a misaligned row's
+quads read them conflict-free from 32 consecutive slots (vec reads four scalars of each per
+quad from global memory: eight L1 accesses per quad, several times x's own traffic), loaded
+once per block while the block walks rows blockIdx.x, blockIdx.x + grid, ...; (2) one
+reduction and one barrier per row: each thread's (count, mean, centred sum of squares) merge
+pairwise (Chan et al.: no E[x^2] - mean^2 cancellation) through xor shuffles and then across
+warps, the partials double-buffered by row parity; (3) evict-first loads of x and streaming
+stores of y. Fixed `threads` per row (the block) with `capacity / (4 * threads)` quads each,
+and a grid that fills the H200 (132 SMs x `blocks_per_sm`, the __launch_bounds__ minimum,
+fewer where the shared memory of a block allows fewer), with at least two rows per block so
+that the correctness shapes walk the row loop too. Controls aimed at `stream`: the merge
+without its between-group term, the weight/bias planes read without the row's head shift,
+the row loop skipping rows.
 `cupy_fused` is how a CuPy user would speed up the unfused chain (`cupy`): x.mean, then a
 ReductionKernel for the centred sum of squares and an ElementwiseKernel that normalises and
 scales (three kernels, three reads of x).
@@ -65,7 +80,42 @@ def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
     return threads
 
 
+# layernorm_stream's grid fills this many SMs (the H200's); elsewhere it is still correct.
+STREAM_SMS = 132
+# Shared memory of an H200 SM and what the runtime reserves per block (bytes).
+SM_SHARED = 233472
+BLOCK_RESERVED_SHARED = 1024
+
+
+def stream_vec(layout: Mapping[str, Any]) -> int:
+    """Quads each thread of `stream` holds: capacity / (4 * threads), refused unless whole and the
+    block can be resident `blocks_per_sm` times (threads per SM at most 2048)."""
+    threads, capacity, blocks = int(layout["threads"]), int(layout["capacity"]), int(layout["blocks_per_sm"])
+    if threads % 32 or not 32 <= threads <= 1024 or capacity % (4 * threads) or threads * blocks > 2048:
+        raise KitError(f"layernorm stream: threads={threads} must be whole warps (32-1024) dividing capacity={capacity} "
+                       f"into quads, and threads * blocks_per_sm={blocks} at most 2048 (an SM's threads)")
+    return capacity // (4 * threads)
+
+
+def stream_launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
+    rows, cols = shape
+    threads, vec = int(layout["threads"]), stream_vec(layout)
+    if cols > 4 * vec * threads + 3:
+        raise KitError(f"layernorm stream holds rows of at most capacity + 3 = {4 * vec * threads + 3} columns, "
+                       f"not {cols}; raise capacity")
+    shared = 8 * 4 * (-(-cols // 4))  # (w, b) float2 in four planes of ceil(cols / 4)
+    if shared > 48 * 1024:
+        raise KitError(f"layernorm stream keeps weight and bias in {shared} bytes of shared memory, over the 48 KiB "
+                       f"a launch gets without opting in; {cols} columns is too wide")
+    per_block = shared + 2 * (threads // 32) * 12 + BLOCK_RESERVED_SHARED
+    resident = min(int(layout["blocks_per_sm"]), SM_SHARED // per_block, 32)
+    return Launch(grid=(max(1, min(-(-rows // 2), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
+
+
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    if layout.get("entry") == "layernorm_stream":
+        return (f"-DLN_STREAM_THREADS={int(layout['threads'])}", f"-DLN_STREAM_VEC={stream_vec(layout)}",
+                f"-DLN_STREAM_BLOCKS={int(layout['blocks_per_sm'])}")
     if "vec" not in layout:
         return ()
     return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}")
@@ -73,6 +123,8 @@ def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     rows, cols = shape
+    if layout["entry"] == "layernorm_stream":
+        return stream_launch(layout, shape)
     if layout["entry"] == "layernorm_vec":
         threads = vec_threads(layout, cols)
         rows_per_block = int(layout["rows_per_block"]) if threads == 32 else 1
@@ -151,6 +203,7 @@ SPEC = KernelSpec(
         "block": {"entry": "layernorm_block", "threads": 256},
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
         "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
+        "stream": {"entry": "layernorm_stream", "threads": 256, "capacity": 4096, "blocks_per_sm": 4},
     },
     # 9 rows: the warp layout's second block holds one row and seven idle warps.
     correctness_shapes=tuple((9, cols) for cols in (1, 31, 33, 127, 1024, 4096)),
@@ -182,6 +235,23 @@ SPEC = KernelSpec(
             replace="for (int w = 0; w < 1; ++w) total",
             why="vec's cross-warp sums keep only the first warp's partial",
         ),
+        "stream_delta": Mutation(
+            find="m.m2 = a.m2 + b.m2 + delta * delta * (a.n * share);",
+            replace="m.m2 = a.m2 + b.m2;",
+            why="stream merges the threads' sums of squares without the between-group term: the variance "
+                "counts only the spread inside each thread's elements",
+        ),
+        "stream_phase": Mutation(
+            find="plane[j] = ((head + j) & 3) * pitch + ((head + j) >> 2);",
+            replace="plane[j] = (j & 3) * pitch + (j >> 2);",
+            why="stream reads the weight/bias planes as if every row started on a 16-byte boundary: in a "
+                "misaligned row each quad gets the weight and bias of the columns `head` to its left",
+        ),
+        "stream_rows": Mutation(
+            find="row < rows; row += gridDim.x, parity ^= 1",
+            replace="row < rows; row += gridDim.x + 1, parity ^= 1",
+            why="stream's row loop steps one row too far: some rows are never written",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -193,6 +263,9 @@ SPEC = KernelSpec(
     # sum (1), centre and square (3), normalise and scale (4) per element.
     flops=lambda shape: 8 * shape[0] * shape[1],
     vector_width={"warp": 4},
+    # Threads per row (quads each: 4096 / (4 * threads)) and blocks per SM (the launch-bounds
+    # minimum, so the register cap, and the grid): rows in flight per SM against registers.
+    sweeps={"stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]}},
     layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
