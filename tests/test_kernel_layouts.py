@@ -115,3 +115,24 @@ def test_vec_row_split_holds_every_column_once_on_both_paths(kernel):
         for row in range(4):
             for vector in (True, False):
                 assert sorted(vec_row_parts(row, cols, threads, vec, vector)) == list(range(cols)), (cols, row, vector)
+
+
+def test_triangle_tiled_emulation_of_every_sweep_point_is_right_at_every_correctness_shape():
+    """triangle_tiled's index formulas, run block by block in kernels/triangle/emulation.py (shared
+    memory filled with NaN before each fill, so an element read but never copied shows), at every
+    valid point of its sweep: the copies' transposition, the pipeline's stages and the epilogue's
+    passes depend on the tile shape, the step and the depth."""
+    from conftest import padded_output
+    from kernelkit.checks import check_case
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load("triangle")
+    emulation = specs._module("triangle_emulation_points", spec.folder / specs.EMULATION_FILE)
+    points = [spec.layout("tiled"), *(parameters for _, parameters in spec.sweep("tiled").valid)]
+    assert len(points) == 10
+    for shape in spec.correctness_shapes:
+        inputs = spec.make_inputs(shape, "normal", rng_for("triangle", specs.shape_name(shape), "normal"))
+        ref, scale = spec.reference(inputs), spec.error_scale(inputs)
+        for point in points:
+            verdict = check_case(padded_output(*emulation.emulate_tiled(inputs, point)), ref, spec.tolerance, scale=scale)
+            assert verdict["passed"], (shape, point, verdict)
