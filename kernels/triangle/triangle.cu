@@ -201,25 +201,26 @@ __device__ __forceinline__ unsigned trt_shared_address(const void* pointer) {
     asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(address) : "l"(pointer));
     return address;
 }
-__device__ __forceinline__ void trt_copy4(float* shared, const float* global, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(trt_shared_address(shared)), "l"(global),
-                 "r"(valid ? 4 : 0));
+__device__ __forceinline__ void trt_copy4(unsigned shared, const float* global, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 4 : 0));
 }
 
 // One operand's copies: element f = tid + THREADS m of a step's ROWS x 8-channel x BK tile is
 // (channel f % 8, row (f / 8) % ROWS, k f / (8 ROWS)). A thread meets SLOTS (row, channel)
-// pairs; their global pointers (at k = 0) are kept, so each copy adds only k * channels.
+// pairs at k offsets kk0 + KSTEP u; it keeps their element offsets (at k = kk0, 32-bit: a and b
+// hold fewer than 2^31 floats) and shared addresses, so a copy costs a multiply-add and a compare.
 template <int ROWS>
 struct TrtLoader {
     static constexpr int PLANE = 8 * ROWS;
     static constexpr int SLOTS = PLANE >= TRT_THREADS ? PLANE / TRT_THREADS : 1;
     static constexpr int KSTEP = PLANE >= TRT_THREADS ? 1 : TRT_THREADS / PLANE;
     static constexpr int COPIES = TRT_BK * PLANE / TRT_THREADS;
-    const float* base[SLOTS];
+    static constexpr unsigned KK_BYTES = TRT_CB * (ROWS + 4) * 4;  // shared bytes per k of the tile
+    unsigned source[SLOTS];
+    unsigned target[SLOTS];
     bool ok[SLOTS];
-    int offset[SLOTS];
     int kk0;
-    __device__ __forceinline__ TrtLoader(const float* t, int row0, int c0, int n, int channels) {
+    __device__ __forceinline__ TrtLoader(const float* tile, int row0, int c0, int n, int channels) {
         const int tid = threadIdx.x;
         kk0 = PLANE >= TRT_THREADS ? 0 : tid / PLANE;
 #pragma unroll
@@ -227,17 +228,20 @@ struct TrtLoader {
             const int p = (tid + s * TRT_THREADS) % PLANE;
             const int c = p & 7, row = p >> 3;
             ok[s] = row0 + row < n && c0 + c < channels;
-            base[s] = ok[s] ? t + (long long)(row0 + row) * n * channels + c0 + c : t;
-            offset[s] = c * (ROWS + 4) + row;
+            source[s] = ok[s] ? ((row0 + row) * n + kk0) * channels + c0 + c : 0;
+            target[s] = trt_shared_address(tile) + kk0 * KK_BYTES + (c * (ROWS + 4) + row) * 4;
         }
     }
-    __device__ __forceinline__ void copy(float* tile, const float* fallback, int k0, int n, int channels) const {
+    // Step k0's copies into the tile `stage_bytes` past the first stage's.
+    __device__ __forceinline__ void copy(const float* __restrict__ t, unsigned stage_bytes, int k0, int n,
+                                         int channels) const {
+        const int k_base = k0 + kk0;
+        const unsigned offset = k0 * channels;
 #pragma unroll
         for (int m = 0; m < COPIES; ++m) {
-            const int s = m % SLOTS, kk = kk0 + (m / SLOTS) * KSTEP, k = k0 + kk;
-            const bool valid = ok[s] && k < n;
-            trt_copy4(tile + kk * (TRT_CB * (ROWS + 4)) + offset[s], valid ? base[s] + (long long)k * channels : fallback,
-                      valid);
+            const int s = m % SLOTS, u = (m / SLOTS) * KSTEP;
+            const bool valid = ok[s] && k_base + u < n;
+            trt_copy4(target[s] + stage_bytes + u * KK_BYTES, t + (valid ? source[s] + offset + u * channels : 0u), valid);
         }
     }
 };
@@ -251,8 +255,8 @@ extern "C" __global__ void __launch_bounds__(TRT_THREADS, TRT_MIN_BLOCKS_OF) tri
     const int ch = tid / (TRT_GI * TRT_GJ), t = tid % (TRT_GI * TRT_GJ);
     const int ti = t / TRT_GJ, tj = t % TRT_GJ;
     const int j0 = blockIdx.x * TRT_TJ, i0 = blockIdx.y * TRT_TI, c0 = blockIdx.z * TRT_CB;
-    const TrtLoader<TRT_TI> load_a(a, i0, c0, n, channels);
-    const TrtLoader<TRT_TJ> load_b(b, j0, c0, n, channels);
+    const TrtLoader<TRT_TI> load_a(smem, i0, c0, n, channels);
+    const TrtLoader<TRT_TJ> load_b(smem + TRT_BK * TRT_CB * TRT_AROW, j0, c0, n, channels);
     auto a_tile = [&](int stage) { return smem + stage * TRT_STAGE_FLOATS; };
     auto b_tile = [&](int stage) { return smem + stage * TRT_STAGE_FLOATS + TRT_BK * TRT_CB * TRT_AROW; };
 
@@ -266,8 +270,8 @@ extern "C" __global__ void __launch_bounds__(TRT_THREADS, TRT_MIN_BLOCKS_OF) tri
 #pragma unroll
     for (int s = 0; s < TRT_STAGES - 1; ++s) {
         if (s < k_tiles) {
-            load_a.copy(a_tile(s), a, s * TRT_BK, n, channels);
-            load_b.copy(b_tile(s), b, s * TRT_BK, n, channels);
+            load_a.copy(a, s * TRT_STAGE_FLOATS * 4, s * TRT_BK, n, channels);
+            load_b.copy(b, s * TRT_STAGE_FLOATS * 4, s * TRT_BK, n, channels);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     }
@@ -276,8 +280,9 @@ extern "C" __global__ void __launch_bounds__(TRT_THREADS, TRT_MIN_BLOCKS_OF) tri
         __syncthreads();  // step kt is in every thread's view; step kt - 1's buffer is free
         const int next = kt + TRT_STAGES - 1;
         if (next < k_tiles) {
-            load_a.copy(a_tile(next % TRT_STAGES), a, next * TRT_BK, n, channels);
-            load_b.copy(b_tile(next % TRT_STAGES), b, next * TRT_BK, n, channels);
+            const unsigned stage_bytes = (next % TRT_STAGES) * TRT_STAGE_FLOATS * 4;
+            load_a.copy(a, stage_bytes, next * TRT_BK, n, channels);
+            load_b.copy(b, stage_bytes, next * TRT_BK, n, channels);
         }
         asm volatile("cp.async.commit_group;\n" ::);
         const float* as = a_tile(kt % TRT_STAGES) + ch * TRT_AROW + 4 * ti;
