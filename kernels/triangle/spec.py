@@ -102,6 +102,9 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     n, channels = shape
     if layout.get("entry") == "triangle_tiled":
         threads, p = tiled_threads(layout), tiled_parameters(layout)
+        if n * n * channels >= 2**31:
+            raise KitError(f"triangle tiled keeps 32-bit element offsets: n * n * channels = {n * n * channels} must stay "
+                           "below 2^31")
         return Launch(grid=(-(-n // p["tj"]), -(-n // p["ti"]), -(-channels // 8)), block=(threads,))
     if layout.get("entry") == "triangle_batched":
         tile = BATCHED_TILE
