@@ -208,3 +208,46 @@ def test_bias_gelu_flat_covers_every_quad_once_with_its_own_bias_quad(point):
             c = c + threads % col_quads
             c = np.where(c >= col_quads, c - col_quads, c)
         assert (seen == 1).all(), (rows, cols)
+def test_triangle_tiled_emulation_of_every_sweep_point_is_right_at_every_correctness_shape():
+    """triangle_tiled's index formulas, run block by block in kernels/triangle/emulation.py (shared
+    memory filled with NaN before each fill, so an element read but never copied shows), at every
+    valid point of its sweep: the copies' transposition, the pipeline's stages and the epilogue's
+    passes depend on the tile shape, the step and the depth."""
+    from conftest import padded_output
+    from kernelkit.checks import check_case
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load("triangle")
+    emulation = specs._module("triangle_emulation_points", spec.folder / specs.EMULATION_FILE)
+    points = [spec.layout("tiled"), *(parameters for _, parameters in spec.sweep("tiled").valid)]
+    assert len(points) == 10
+    for shape in spec.correctness_shapes:
+        inputs = spec.make_inputs(shape, "normal", rng_for("triangle", specs.shape_name(shape), "normal"))
+        ref, scale = spec.reference(inputs), spec.error_scale(inputs)
+        for point in points:
+            verdict = check_case(padded_output(*emulation.emulate_tiled(inputs, point)), ref, spec.tolerance, scale=scale)
+            assert verdict["passed"], (shape, point, verdict)
+
+
+@pytest.mark.parametrize("unroll", [2, 4, 8])
+def test_neighbor_warp_hint_emulation_at_every_unroll_passes_and_its_controls_are_caught(unroll):
+    """neighbor_warp_hint's groups of `unroll` rows and its padded last group, at each unroll of its
+    sweep: right at every correctness shape, and each of its controls fails at least one."""
+    from conftest import padded_output
+    from kernelkit.checks import check_case
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load("neighbor")
+    assert spec.sweeps["warp_hint"]["unroll"] == [2, 4, 8]
+    emulation = specs._module("neighbor_emulation_points", spec.folder / specs.EMULATION_FILE)
+    caught = {"hint_remainder": 0, "hint_last_quad": 0}
+    for shape in spec.correctness_shapes:
+        inputs = spec.make_inputs(shape, "normal", rng_for("neighbor", specs.shape_name(shape), "normal"))
+        ref, scale = spec.reference(inputs), spec.error_scale(inputs)
+        verdict = check_case(padded_output(*emulation.emulate_warp_hint(inputs, None, unroll)), ref, spec.tolerance,
+                             scale=scale)
+        assert verdict["passed"], (shape, unroll, verdict)
+        for control in caught:
+            mutated = padded_output(*emulation.emulate_warp_hint(inputs, control, unroll))
+            caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
+    assert all(caught.values()), caught

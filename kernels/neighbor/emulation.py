@@ -25,7 +25,37 @@ def emulate_warp_vec(inputs: Mapping[str, np.ndarray], control: str | None):
     return out, None
 
 
+def _tree(rows: list[np.ndarray]) -> np.ndarray:
+    """neighbor_warp_hint's pairwise sum of one group: ((v0 + v1) + (v2 + v3)) + ..."""
+    while len(rows) > 1:
+        rows = [rows[2 * k] + rows[2 * k + 1] for k in range(len(rows) // 2)]
+    return rows[0]
+
+
+def emulate_warp_hint(inputs: Mapping[str, np.ndarray], control: str | None, unroll: int = 4):
+    """neighbor_warp_hint's edge walk: batches of 32 edges, groups of `unroll` rows summed as a tree,
+    the batch's last count % unroll rows as one more group padded with zeros (adding zero is exact)."""
+    x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
+    out = np.zeros_like(x)
+    zero = np.zeros(x.shape[1], dtype=x.dtype)
+    for node in range(len(indptr) - 1):
+        begin, end = int(indptr[node]), int(indptr[node + 1])
+        for e0 in range(begin, end, 32):
+            count = min(32, end - e0)
+            for j in range(0, count, unroll):
+                if j + unroll > count and control == "hint_remainder":
+                    break
+                out[node] += _tree([x[indices[e0 + j + k]] if j + k < count else zero for k in range(unroll)])
+    unwritten = None
+    if control == "hint_last_quad":  # the vector path's last quad when the width allows quads, else the last float
+        unwritten = np.zeros(x.shape, dtype=bool)
+        unwritten[:, -4 if x.shape[1] % 4 == 0 else -1:] = True
+    return out, unwritten
+
+
 def emulate(inputs: Mapping[str, np.ndarray], layout: str, control: str | None = None):
+    if layout == "warp_hint":
+        return emulate_warp_hint(inputs, control)
     if layout == "warp_vec":
         return emulate_warp_vec(inputs, control)
     x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]

@@ -75,3 +75,128 @@ extern "C" __global__ void neighbor_warp_vec(const float* __restrict__ x,
         warp_gather_sum(x, features, indices, begin, end, out + (size_t)node * features);
     }
 }
+
+// neighbor_warp_hint: warp_vec's mapping (a warp per node, edge indices read 32 at a time and
+// broadcast by shuffles, a 16-byte feature quad per lane) with three changes aimed at L2:
+//  - NB_UNROLL rows are gathered before they are added (a pairwise tree), and the 1..UNROLL-1
+//    rows left at the end of a batch go as ONE predicated group instead of one by one, so a
+//    node of d edges costs about d / UNROLL + 1 round trips to L2 (warp_vec: up to d/4 + 3);
+//  - with NB_HINT, the gathers of x carry an L2 evict_last policy while the edge indices are read
+//    and out is written with evict-first (streaming) hints: x (n x 512 bytes, 32 MiB at 65536
+//    nodes) is what is re-read ~16 times per launch, out and the indices are touched once, and
+//    all three together overflow the L2, so x is the one to keep;
+//  - the occupancy follows the unroll (the most 256-thread blocks per multiprocessor whose
+//    registers hold UNROLL quads without spilling): 2 -> 8 blocks (32 registers), 4 -> 6 (40),
+//    8 -> 4 (64), i.e. 128, 192 or 256 rows in flight per multiprocessor (warp_vec: 5 blocks, 160).
+// Widths that are not a multiple of 4 (or unaligned x, out) take the same loop over floats.
+#ifndef NB_UNROLL
+#define NB_UNROLL 4
+#endif
+#ifndef NB_HINT
+#define NB_HINT 1
+#endif
+#define NB_MIN_BLOCKS (NB_UNROLL == 2 ? 8 : NB_UNROLL == 4 ? 6 : 4)
+#define NB_THREADS 256
+static_assert(NB_UNROLL == 2 || NB_UNROLL == 4 || NB_UNROLL == 8, "2, 4 or 8 rows per group");
+
+__device__ __forceinline__ float nb_gather(const float* p, unsigned long long policy) {
+#if NB_HINT
+    float v;
+    asm("ld.global.nc.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy));
+    return v;
+#else
+    return __ldg(p);
+#endif
+}
+__device__ __forceinline__ float4 nb_gather(const float4* p, unsigned long long policy) {
+#if NB_HINT
+    float4 v;
+    asm("ld.global.nc.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p), "l"(policy));
+    return v;
+#else
+    return __ldg(p);
+#endif
+}
+__device__ __forceinline__ int nb_index(const int* p) {
+#if NB_HINT
+    return __ldcs(p);
+#else
+    return __ldg(p);
+#endif
+}
+template <typename V>
+__device__ __forceinline__ void nb_store(V* p, V v) {
+#if NB_HINT
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+template <typename V>
+__device__ __forceinline__ V nb_tree(V (&v)[NB_UNROLL]) {
+#pragma unroll
+    for (int width = NB_UNROLL / 2; width >= 1; width /= 2)
+#pragma unroll
+        for (int k = 0; k < width; ++k) v[k] = plus(v[2 * k], v[2 * k + 1]);
+    return v[0];
+}
+
+template <typename V>
+__device__ __forceinline__ void nb_gather_sum(const V* __restrict__ rows, int row_len, const int* __restrict__ indices,
+                                              int begin, int end, V* __restrict__ out_row,
+                                              unsigned long long policy) {
+    const int lane = threadIdx.x & 31;
+    for (int f0 = 0; f0 < row_len; f0 += 32) {
+        const int f = f0 + lane;
+        const bool active = f < row_len;
+        V acc{};
+        for (int e0 = begin; e0 < end; e0 += 32) {
+            const int mine = e0 + lane < end ? nb_index(indices + e0 + lane) : 0;
+            const int count = end - e0 < 32 ? end - e0 : 32;  // this batch's edges
+            int j = 0;
+            for (; j + NB_UNROLL <= count; j += NB_UNROLL) {
+                V v[NB_UNROLL];
+#pragma unroll
+                for (int k = 0; k < NB_UNROLL; ++k) {
+                    const int node = __shfl_sync(0xffffffffu, mine, j + k);
+                    v[k] = active ? nb_gather(rows + (size_t)node * row_len + f, policy) : V{};
+                }
+                acc = plus(acc, nb_tree(v));
+            }
+            if (j < count) {  // the batch's last count - j < UNROLL rows, as one predicated group
+                V v[NB_UNROLL];
+#pragma unroll
+                for (int k = 0; k < NB_UNROLL; ++k) {
+                    const int node = __shfl_sync(0xffffffffu, mine, j + k);  // j + k <= 31: j <= 32 - UNROLL
+                    v[k] = active && j + k < count ? nb_gather(rows + (size_t)node * row_len + f, policy) : V{};
+                }
+                acc = plus(acc, nb_tree(v));
+            }
+        }
+        if (active) nb_store(out_row + f, acc);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NB_THREADS, NB_MIN_BLOCKS) neighbor_warp_hint(const float* __restrict__ x,
+                                                                          const int* __restrict__ indptr,
+                                                                          const int* __restrict__ indices,
+                                                                          float* __restrict__ out,
+                                                                          int nodes, int features) {
+    const int node = blockIdx.x * (NB_THREADS >> 5) + (threadIdx.x >> 5);
+    if (node >= nodes) return;  // whole warps leave together, so the shuffles stay full-warp
+    unsigned long long policy = 0;
+#if NB_HINT
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+#endif
+    const int begin = indptr[node], end = indptr[node + 1];
+    const bool aligned = ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(out)) & 15) == 0;
+    if (aligned && (features & 3) == 0) {
+        const int quads = features >> 2;
+        nb_gather_sum(reinterpret_cast<const float4*>(x), quads, indices, begin, end,
+                      reinterpret_cast<float4*>(out) + (size_t)node * quads, policy);
+    } else {
+        nb_gather_sum(x, features, indices, begin, end, out + (size_t)node * features, policy);
+    }
+}

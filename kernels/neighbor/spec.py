@@ -12,6 +12,20 @@ features, so every gather of a neighbour row is one 512-byte contiguous read for
 features, with four rows in flight before they are added. The indices are read once per node
 instead of once per feature. Controls aimed at `warp_vec`: the fourth row of each unrolled
 group of four left out, the last edge of every 32-edge batch left out.
+
+`warp_hint` (kernel `neighbor_warp_hint`) keeps warp_vec's mapping (the degrees are uniform in
+0..32, so one 32-index batch covers every node and a warp per node wastes no lanes: 128 features
+are 32 quads) and works on what bounds it, the L2: the gathers issue 537 MiB at the default
+shape against 68 MiB of compulsory traffic, at about 8.5 TB/s. `unroll` rows (2, 4 or 8) are
+loaded before they are added, the 1..unroll-1 rows left at a batch's end as one predicated group
+(warp_vec fetches up to three of them one after another), and the occupancy follows the unroll
+(8, 6 or 4 blocks of 256 threads a multiprocessor: 32, 40 or 64 registers, no spills), so 128,
+192 or 256 rows are in flight per multiprocessor. With `hint` 1 the gathers of x carry an L2
+evict_last policy, the edge indices are read and out written evict-first: x (32 MiB) is re-read
+~16 times a launch, out (32 MiB) and the indices (4 MiB) once, and together they overflow the L2.
+Default unroll 4, hint 1 (reasoned, not measured; the sweep covers the six points). Controls
+aimed at `warp_hint`: the predicated group at a batch's end dropped, the last quad (or float) of
+every output row never written.
 """
 
 from __future__ import annotations
@@ -22,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit.inputs import pattern_array, rng_for
-from kernelkit import library
+from kernelkit import KitError, library
 from kernelkit.spec import Baseline, KernelSpec, Launch, Mutation, Shape, Tolerance
 
 THREADS = 256
@@ -65,7 +79,9 @@ def error_scale(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     nodes, features = shape
     threads = int(layout["threads"])
-    if layout.get("entry") == "neighbor_warp_vec":
+    if layout.get("entry") == "neighbor_warp_hint" and threads != 256:
+        raise KitError(f"neighbor warp_hint is compiled for 256 threads a block (its __launch_bounds__), not {threads}")
+    if layout.get("entry") in ("neighbor_warp_vec", "neighbor_warp_hint"):
         return Launch(grid=(-(-nodes // (threads // 32)),), block=(threads,))
     return Launch(grid=(-(-nodes * features // threads),), block=(threads,))
 
@@ -134,7 +150,8 @@ SPEC = KernelSpec(
     source="neighbor.cu",
     entry="neighbor_sum",
     dims=("nodes", "features"),
-    layouts={"gather": {"threads": THREADS}, "warp_vec": {"entry": "neighbor_warp_vec", "threads": THREADS}},
+    layouts={"gather": {"threads": THREADS}, "warp_vec": {"entry": "neighbor_warp_vec", "threads": THREADS},
+             "warp_hint": {"entry": "neighbor_warp_hint", "threads": 256, "unroll": 4, "hint": 1}},
     correctness_shapes=((1, 1), (7, 3), (33, 5), (100, 64)),
     tolerance=Tolerance(abs=1e-6, rel=1e-5),
     mutations={
@@ -158,6 +175,16 @@ SPEC = KernelSpec(
             replace="const int count = min(32, end - e0) - 1;",
             why="warp_vec leaves out the last edge of every batch of 32 edge indices",
         ),
+        "hint_remainder": Mutation(
+            find="if (j < count) {  // the batch's last",
+            replace="if (false) {  // the batch's last",
+            why="warp_hint drops the predicated group of the last count % unroll rows of every batch",
+        ),
+        "hint_last_quad": Mutation(
+            find="if (active) nb_store(out_row + f, acc);",
+            replace="if (active && f + 1 < row_len) nb_store(out_row + f, acc);",
+            why="warp_hint never writes the last quad (or float, on the scalar path) of an output row",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -167,6 +194,10 @@ SPEC = KernelSpec(
     bytes_issued=bytes_issued,
     flops=lambda shape: int(graph(shape[0])[0][-1]) * shape[1],
     error_scale=error_scale,
+    layout_options=lambda layout: ((f"-DNB_UNROLL={int(layout['unroll'])}", f"-DNB_HINT={int(layout['hint'])}")
+                                   if layout.get("entry") == "neighbor_warp_hint" else ()),
+    # Rows in flight (unroll 2, 4, 8 with 8, 6, 4 blocks a multiprocessor) x the L2 hints off or on.
+    sweeps={"warp_hint": {"unroll": [2, 4, 8], "hint": [0, 1]}},
     baselines={
         "cupy": Baseline("cupy", "cupyx.scipy.sparse CSR adjacency (repeated edges as weights) @ x (cuSPARSE SpMM)",
                          cupy_call),
