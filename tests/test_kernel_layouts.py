@@ -99,6 +99,47 @@ def test_matmul_tiled_threads_cover_the_block_tile_and_the_staged_tiles_once(poi
     assert sorted(b_tile) == [(k, n) for k in range(bk) for n in range(0, bn, 4)]
 
 
+@pytest.mark.parametrize("point", [{}, {"bk": 16, "wm": 64, "stages": 2}, *sweep_points("matmul", "simt")])
+def test_matmul_simt_threads_cover_the_block_tile_and_the_staged_tiles_once(point):
+    """matmul_simt's index formulas: 4 x 8 lanes of (wm / 16) x (wn / 32) sub-tiles of 4 x 4 cover
+    the bm x bn tile once; the A copies (a_m + A_ROW(l), a_k + A_COL(l)) and the B quads
+    (b_k + l * B_ROWS, b_n) fill every element of the staged tiles once."""
+    spec = specs.load("matmul")
+    layout = {**spec.layout("simt"), **point}
+    threads = spec.launch(layout, (256, 256, 256)).block[0]
+    bm, bn, bk, wm, wn = (int(layout[k]) for k in ("bm", "bn", "bk", "wm", "wn"))
+    outputs, a_tile, b_tile = [], [], []
+    for tid in range(threads):
+        lane, warp = tid & 31, tid >> 5
+        a_frag = warp // (bn // wn) * wm + (lane >> 3) * 4
+        b_frag = warp % (bn // wn) * wn + (lane & 7) * 4
+        outputs += [(a_frag + 16 * (i // 4) + i % 4, b_frag + 32 * s + e)
+                    for i in range(wm // 4) for s in range(wn // 32) for e in range(4)]
+        a_tile += [((tid >> 3) + l * threads % (8 * bm) // 8, (tid & 7) + 8 * (l * threads // (8 * bm)))
+                   for l in range(bm * bk // threads)]
+        b_tile += [(tid // (bn // 4) + l * (threads // (bn // 4)), tid % (bn // 4) * 4) for l in range(bk * bn // 4 // threads)]
+    assert sorted(outputs) == [(m, n) for m in range(bm) for n in range(bn)]
+    assert sorted(a_tile) == [(m, k) for m in range(bm) for k in range(bk)]
+    assert sorted(b_tile) == [(k, n) for k in range(bk) for n in range(0, bn, 4)]
+
+
+@pytest.mark.parametrize("columns, rows, group", [(1, 1, 8), (8, 8, 8), (32, 32, 8), (3, 11, 4), (5, 2, 8)])
+def test_matmul_simt_band_order_takes_every_tile_once(columns, rows, group):
+    """matmul_simt's block order (bands of `group` block rows, the last band shorter) is a permutation."""
+    tiles = []
+    for b in range(columns * rows):
+        first, local = b // (group * columns) * group, b % (group * columns)
+        band_rows = min(group, rows - first)
+        tiles.append((first + local % band_rows, local // band_rows))
+    assert sorted(tiles) == [(r, c) for r in range(rows) for c in range(columns)]
+
+
+def test_matmul_simt_refuses_an_invalid_point_in_one_sentence():
+    spec = specs.load("matmul")
+    with pytest.raises(KitError, match="not a valid point: .*48 KB"):
+        spec.launch({**spec.layout("simt"), "bn": 256, "bk": 16, "stages": 2}, (64, 64, 64))
+
+
 def test_matmul_tiled_refuses_an_invalid_point_in_one_sentence():
     spec = specs.load("matmul")
     with pytest.raises(KitError, match="not a valid point: .*multiples of 4"):

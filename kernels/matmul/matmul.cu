@@ -271,3 +271,209 @@ extern "C" __global__ void __launch_bounds__(MM_THREADS, MM_MIN_BLOCKS) matmul_t
                 }
         }
 }
+
+// matmul_simt: FP32 SIMT tuned for issue slots (an FFMA nearly every cycle), sm_80+. Parameters:
+//   MS_BM x MS_BN  block tile; MS_BK (a multiple of 8) contraction step; MS_STAGES cp.async stages;
+//   MS_WM x MS_WN  warp tile, its 32 lanes a 4 (m) x 8 (n) grid, each lane owning (MS_WM / 16) x
+//   (MS_WN / 32) sub-tiles of 4 x 4 outputs, 16 rows and 32 columns apart, so that each 16-byte
+//   fragment read of a warp touches 4 (A) or 8 (B) consecutive quads: no bank conflict;
+//   MS_GROUP  blocks numbered down bands of MS_GROUP block rows (L2 reuse);
+//   MS_MIN_BLOCKS  __launch_bounds__ occupancy (the spec derives it from the register tile).
+// One barrier per k step: after it, the stage every thread finished reading in the previous step
+// is refilled while this step's is read. A is staged transposed (As[k][m], 4-byte copies: a warp
+// copies 4 rows x 8 k, conflict-free with rows padded by 4 floats), B as is (16-byte copies when
+// N % 4 == 0 and B, C are 16-byte aligned, else 4-byte ones). The copies' addresses are set up
+// once: rows past M read row M - 1 with zero bytes, and full k steps check nothing else; the
+// last partial step also checks k.
+#ifndef MS_BM
+#define MS_BM 128
+#endif
+#ifndef MS_BN
+#define MS_BN 128
+#endif
+#ifndef MS_BK
+#define MS_BK 8
+#endif
+#ifndef MS_WM
+#define MS_WM 32
+#endif
+#ifndef MS_WN
+#define MS_WN 64
+#endif
+#ifndef MS_STAGES
+#define MS_STAGES 3
+#endif
+#ifndef MS_GROUP
+#define MS_GROUP 8
+#endif
+#ifndef MS_MIN_BLOCKS
+#define MS_MIN_BLOCKS 2
+#endif
+#define MS_THREADS ((MS_BM / MS_WM) * (MS_BN / MS_WN) * 32)
+#define MS_TM (MS_WM / 4)  // rows per thread: MS_TM / 4 sub-tiles
+#define MS_TN (MS_WN / 8)  // columns per thread: MS_TN / 4 sub-tiles
+#define MS_AS (MS_BM + 4)  // row stride of the transposed A tile
+#define MS_A_COPIES (MS_BM * MS_BK / MS_THREADS)
+#define MS_B_COPIES (MS_BK * MS_BN / 4 / MS_THREADS)
+#define MS_B_ROWS (MS_THREADS / (MS_BN / 4))  // B rows one round of copies covers
+static_assert(MS_BM % MS_WM == 0 && MS_BN % MS_WN == 0 && MS_WM % 16 == 0 && MS_WN % 32 == 0, "warp tiles of 4 x 4 sub-tiles");
+static_assert(MS_THREADS <= 1024 && MS_BK % 8 == 0, "at most 1024 threads; k steps of 8s");
+static_assert((8 * MS_BM) % MS_THREADS == 0 && MS_A_COPIES >= 1, "A copies: each thread one k column, rows apart");
+static_assert(MS_THREADS % (MS_BN / 4) == 0 && MS_B_COPIES >= 1 && (MS_BK * MS_BN / 4) % MS_THREADS == 0, "B copies");
+static_assert(MS_STAGES >= 2 && MS_STAGES * MS_BK * (MS_AS + MS_BN) * 4 <= 48 * 1024, "2+ stages in 48 KB");
+
+template <int bytes>
+__device__ __forceinline__ void copy_async_to(unsigned shared, const float* global, bool valid) {
+    if (bytes == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 16 : 0));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared), "l"(global), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ float quad_part(const float4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+template <bool VEC>
+__device__ __forceinline__ void simt_body(const float* __restrict__ A, const float* __restrict__ B,
+                                          float* __restrict__ C, int M, int N, int K, int block_row, int block_col,
+                                          float (*As)[MS_BK][MS_AS], float (*Bs)[MS_BK][MS_BN]) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // A copy l of this thread: tile row a_m + A_ROW(l), column a_k + A_COL(l).
+#define A_ROW(l) ((((l) * MS_THREADS) % (8 * MS_BM)) / 8)
+#define A_COL(l) (8 * (((l) * MS_THREADS) / (8 * MS_BM)))
+    const int a_m = tid >> 3, a_k = tid & 7;
+    const int a_k_end = K - a_k;  // copies at column k0 + A_COL(l) + a_k are inside A when k0 + A_COL(l) < a_k_end
+    const float* a_src[MS_A_COPIES];
+    bool a_ok[MS_A_COPIES];
+#pragma unroll
+    for (int l = 0; l < MS_A_COPIES; ++l) {
+        const int row = block_row + a_m + A_ROW(l);
+        a_ok[l] = row < M;
+        a_src[l] = A + (size_t)min(row, M - 1) * K + a_k + A_COL(l);
+    }
+    // B copy l: tile row b_k + l * B_ROWS, columns b_n .. b_n + 3.
+    const int b_k = tid / (MS_BN / 4), b_n = (tid % (MS_BN / 4)) * 4;
+    const int b_col = block_col + b_n;
+    const int b_have = N - b_col;  // columns of this thread's quad inside B (the scalar path's check)
+    const bool b_ok = b_have > 0;
+    const float* b_src = B + (size_t)b_k * N + (b_col < N ? b_col : 0);
+    const size_t b_step = (size_t)MS_B_ROWS * N;
+    const unsigned a_dst = shared_address(&As[0][a_k][a_m]), b_dst = shared_address(&Bs[0][b_k][b_n]);
+    constexpr unsigned a_stage = MS_BK * MS_AS * 4, b_stage = MS_BK * MS_BN * 4;
+
+    auto load_tile = [&](int k0, int stage) {
+        const unsigned a_to = a_dst + stage * a_stage, b_to = b_dst + stage * b_stage;
+        if (k0 + MS_BK <= K) {  // the same for every thread: only rows and columns to check
+#pragma unroll
+            for (int l = 0; l < MS_A_COPIES; ++l)
+                copy_async_to<4>(a_to + (A_COL(l) * MS_AS + A_ROW(l)) * 4, a_src[l] + k0, a_ok[l]);
+#pragma unroll
+            for (int l = 0; l < MS_B_COPIES; ++l) {
+                const float* src = b_src + (size_t)k0 * N + l * b_step;
+                if (VEC) {
+                    copy_async_to<16>(b_to + l * MS_B_ROWS * MS_BN * 4, src, b_ok);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e)  // src is in range: column b_col, or 0 past N
+                        copy_async_to<4>(b_to + (l * MS_B_ROWS * MS_BN + e) * 4, src + (e < b_have ? e : 0), e < b_have);
+                }
+            }
+        } else {  // the last, partial k step: k checked too, past-the-end copies read B or A's start
+#pragma unroll
+            for (int l = 0; l < MS_A_COPIES; ++l) {
+                const bool valid = a_ok[l] && k0 + A_COL(l) < a_k_end;
+                copy_async_to<4>(a_to + (A_COL(l) * MS_AS + A_ROW(l)) * 4, valid ? a_src[l] + k0 : A, valid);
+            }
+#pragma unroll
+            for (int l = 0; l < MS_B_COPIES; ++l) {
+                const bool row_ok = k0 + b_k + l * MS_B_ROWS < K;
+                const float* src = b_src + (size_t)k0 * N + l * b_step;
+                if (VEC) {
+                    copy_async_to<16>(b_to + l * MS_B_ROWS * MS_BN * 4, row_ok && b_ok ? src : B, row_ok && b_ok);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const bool valid = row_ok && e < b_have;
+                        copy_async_to<4>(b_to + (l * MS_B_ROWS * MS_BN + e) * 4, valid ? src + e : B, valid);
+                    }
+                }
+            }
+        }
+    };
+#undef A_ROW
+#undef A_COL
+
+    float acc[MS_TM][MS_TN];
+#pragma unroll
+    for (int i = 0; i < MS_TM; ++i)
+#pragma unroll
+        for (int j = 0; j < MS_TN; ++j) acc[i][j] = 0.0f;
+    const int tiles = (K + MS_BK - 1) / MS_BK;
+#pragma unroll
+    for (int s = 0; s < MS_STAGES - 1; ++s) {
+        if (s < tiles) load_tile(s * MS_BK, s);
+        copy_async_commit();
+    }
+    const int a_frag = (warp / (MS_BN / MS_WN)) * MS_WM + (lane >> 3) * 4;
+    const int b_frag = (warp % (MS_BN / MS_WN)) * MS_WN + (lane & 7) * 4;
+    int read = 0, write = MS_STAGES - 1;
+    for (int t = 0; t < tiles; ++t) {
+        copy_async_wait<MS_STAGES - 2>();  // tile t's copies of this thread have landed
+        __syncthreads();  // ... and every thread's; and every thread is done reading tile t - 1
+        if (t + MS_STAGES - 1 < tiles) load_tile((t + MS_STAGES - 1) * MS_BK, write);
+        copy_async_commit();  // possibly empty: the count of pending groups stays fixed
+        const float* as = &As[read][0][a_frag];
+        const float* bs = &Bs[read][0][b_frag];
+#pragma unroll
+        for (int kk = 0; kk < MS_BK; ++kk) {
+            float4 a[MS_TM / 4], b[MS_TN / 4];
+#pragma unroll
+            for (int s = 0; s < MS_TM / 4; ++s) a[s] = *reinterpret_cast<const float4*>(as + kk * MS_AS + 16 * s);
+#pragma unroll
+            for (int s = 0; s < MS_TN / 4; ++s) b[s] = *reinterpret_cast<const float4*>(bs + kk * MS_BN + 32 * s);
+#pragma unroll
+            for (int i = 0; i < MS_TM; ++i)
+#pragma unroll
+                for (int j = 0; j < MS_TN; ++j)
+                    acc[i][j] = fmaf(quad_part(a[i / 4], i % 4), quad_part(b[j / 4], j % 4), acc[i][j]);
+        }
+        read = read + 1 == MS_STAGES ? 0 : read + 1;
+        write = write + 1 == MS_STAGES ? 0 : write + 1;
+    }
+    copy_async_wait<0>();
+
+#pragma unroll
+    for (int i = 0; i < MS_TM; ++i) {
+        const int row = block_row + a_frag + 16 * (i / 4) + i % 4;
+        if (row > M - 1) break;  // the rows of a sub-tile increase
+#pragma unroll
+        for (int s = 0; s < MS_TN / 4; ++s) {
+            const int col = block_col + b_frag + 32 * s;
+            float* out = C + (size_t)row * N + col;
+            if (VEC) {
+                if (col < N) *reinterpret_cast<float4*>(out) = make_float4(acc[i][4 * s], acc[i][4 * s + 1], acc[i][4 * s + 2], acc[i][4 * s + 3]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (col + e < N) out[e] = acc[i][4 * s + e];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(MS_THREADS, MS_MIN_BLOCKS) matmul_simt(const float* __restrict__ A,
+                                                                    const float* __restrict__ B,
+                                                                    float* __restrict__ C, int M, int N, int K) {
+    __shared__ __align__(16) float As[MS_STAGES][MS_BK][MS_AS];
+    __shared__ __align__(16) float Bs[MS_STAGES][MS_BK][MS_BN];
+    // Block b of the grid (row-major) takes the tile at band b / (GROUP * columns), walking
+    // down the band's GROUP block rows first, then across its columns.
+    const int columns = gridDim.x, band_blocks = MS_GROUP * columns;
+    const int b = blockIdx.y * columns + blockIdx.x, first = b / band_blocks * MS_GROUP;
+    const int rows = min(MS_GROUP, (int)gridDim.y - first), local = b % band_blocks;
+    const int block_row = (first + local % rows) * MS_BM, block_col = local / rows * MS_BN;
+    const bool vec = (N & 3) == 0 && ((reinterpret_cast<unsigned long long>(B) | reinterpret_cast<unsigned long long>(C)) & 15) == 0;
+    if (vec)
+        simt_body<true>(A, B, C, M, N, K, block_row, block_col, As, Bs);
+    else
+        simt_body<false>(A, B, C, M, N, K, block_row, block_col, As, Bs);
+}
