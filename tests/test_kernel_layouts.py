@@ -292,3 +292,36 @@ def test_neighbor_warp_hint_emulation_at_every_unroll_passes_and_its_controls_ar
             mutated = padded_output(*emulation.emulate_warp_hint(inputs, control, unroll))
             caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
     assert all(caught.values()), caught
+
+
+@pytest.mark.parametrize("lanes, unroll", [(lanes, unroll) for lanes in (32, 64, 128) for unroll in (2, 4)])
+def test_neighbor_node_split_emulation_at_every_sweep_point_passes_and_its_controls_are_caught(lanes, unroll):
+    """neighbor_node_split's walk (warp_hint's groups, every one predicated) and its row split over
+    the node's warps (a ceil chunk of vectors each), at each point of its sweep: right at every
+    correctness shape, each of its controls fails at least one, and the split writes every vector once."""
+    from conftest import padded_output
+    from kernelkit.checks import check_case
+    from kernelkit.inputs import rng_for
+
+    spec = specs.load("neighbor")
+    assert spec.sweeps["node_split"] == {"lanes": [32, 64, 128], "unroll": [2, 4]}
+    emulation = specs._module("neighbor_emulation_split", spec.folder / specs.EMULATION_FILE)
+    caught = {"split_batch_end": 0, "split_chunk": 0}
+    for shape in spec.correctness_shapes:
+        inputs = spec.make_inputs(shape, "normal", rng_for("neighbor", specs.shape_name(shape), "normal"))
+        ref, scale = spec.reference(inputs), spec.error_scale(inputs)
+        verdict = check_case(padded_output(*emulation.emulate_node_split(inputs, None, unroll, lanes)), ref,
+                             spec.tolerance, scale=scale)
+        assert verdict["passed"], (shape, lanes, unroll, verdict)
+        for control in caught:
+            mutated = padded_output(*emulation.emulate_node_split(inputs, control, unroll, lanes))
+            caught[control] += not check_case(mutated, ref, spec.tolerance, scale=scale)["passed"]
+        # The kernel's thread formulas: lane t of warp w holds vector w * chunk + p + t for p = 0, 32, ...
+        vec = 128 // lanes if shape[1] % (128 // lanes) == 0 else 1
+        row_len, warps = shape[1] // vec, lanes // 32
+        chunk = -(-row_len // warps)
+        held = [w * chunk + p + t for w in range(warps) for p in range(0, chunk, 32) for t in range(32)
+                if p + t < chunk and w * chunk + p + t < row_len]
+        assert sorted(held) == list(range(row_len))
+    # At one warp a node there is no split to round down: the chunk control is aimed at 2 and 4 warps.
+    assert caught["split_batch_end"] and (caught["split_chunk"] or lanes == 32), caught

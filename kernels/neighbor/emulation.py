@@ -53,7 +53,33 @@ def emulate_warp_hint(inputs: Mapping[str, np.ndarray], control: str | None, unr
     return out, unwritten
 
 
+def emulate_node_split(inputs: Mapping[str, np.ndarray], control: str | None, unroll: int = 4, lanes: int = 64):
+    """neighbor_node_split: per feature the same walk as warp_hint (batches of 32 edges, groups of
+    `unroll` rows as a tree, the last group zero-padded); what differs is who writes which vector:
+    warp w of the node's lanes // 32 writes vectors [w * chunk, (w + 1) * chunk) of the row, vectors of
+    128 // lanes floats when the width allows them, else single floats."""
+    x, indptr, indices = inputs["x"], inputs["indptr"], inputs["indices"]
+    warps = lanes // 32
+    vec = 4 // warps if x.shape[1] % (4 // warps) == 0 else 1
+    row_len = x.shape[1] // vec
+    chunk = row_len // warps if control == "split_chunk" else -(-row_len // warps)
+    out = np.zeros_like(x)
+    zero = np.zeros(x.shape[1], dtype=x.dtype)
+    for node in range(len(indptr) - 1):
+        begin, end = int(indptr[node]), int(indptr[node + 1])
+        for e0 in range(begin, end, 32):
+            count = min(32, end - e0) - (1 if control == "split_batch_end" else 0)
+            for g in range(0, count, unroll):
+                out[node] += _tree([x[indices[e0 + g + k]] if g + k < count else zero for k in range(unroll)])
+    written = np.zeros(x.shape[1], dtype=bool)
+    for w in range(warps):
+        written[w * chunk * vec:min(row_len, (w + 1) * chunk) * vec] = True
+    return out, np.broadcast_to(~written, x.shape).copy() if not written.all() else None
+
+
 def emulate(inputs: Mapping[str, np.ndarray], layout: str, control: str | None = None):
+    if layout == "node_split":
+        return emulate_node_split(inputs, control)
     if layout == "warp_hint":
         return emulate_warp_hint(inputs, control)
     if layout == "warp_vec":

@@ -26,6 +26,25 @@ evict_last policy, the edge indices are read and out written evict-first: x (32 
 Default unroll 4, hint 1 (reasoned, not measured; the sweep covers the six points). Controls
 aimed at `warp_hint`: the predicated group at a batch's end dropped, the last quad (or float) of
 every output row never written.
+
+`node_split` (kernel `neighbor_node_split`) answers what the H200 counters said of warp_hint
+(65.5 us, Triton 63.1): blocks of 8 warps, 8 nodes of uniform 0..32 edges, hold their finished
+warps until the block's slowest node is done (53% achieved occupancy at 40 registers), while
+Triton's program per node (64 threads, 28 registers) reaches 88%. Here a block of `lanes`
+threads (32, 64 or 128: 1, 2 or 4 warps) serves one node and ends with it; the row is split
+between the warps, each owning a contiguous chunk of ceil(vectors / warps) vectors of 128 / lanes
+floats per lane (default 64 lanes: a float2 per lane, each warp gathering one 256-byte half of
+every neighbour row), so twice as many warps gather as in a warp per node. Each warp reads its
+node's edge indices itself (32 per coalesced load, broadcast by shuffles: no shared memory, no
+barrier), loads `unroll` rows (2 or 4) before adding them, and predicates every group on the
+batch's count (the remainder is one zero-padded group). <= 32 registers at 64 and 128 lanes
+(32 or 16 blocks a multiprocessor: 64 warps, the most it holds), no spills; at 32 lanes (a
+float4 per lane) the 32-block limit allows only 32 warps. `hint` as in warp_hint (default 1,
+which measured 1% faster there). The ceil split gives the second warp work at the correctness
+widths too (64 features: 16 float2 each; 5 features: 3 and 2 floats). Default 64 lanes, unroll 4
+(reasoned, not measured; the sweep spans lanes x unroll). Controls aimed at `node_split`: the
+chunk rounded down (the last vectors of odd widths never written), the last row of every batch
+of 32 edges left out.
 """
 
 from __future__ import annotations
@@ -78,12 +97,28 @@ def error_scale(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     nodes, features = shape
+    if layout.get("entry") == "neighbor_node_split":
+        lanes, unroll = int(layout["lanes"]), int(layout["unroll"])
+        if lanes not in (32, 64, 128) or unroll not in (2, 4):
+            raise KitError(f"neighbor node_split takes 32, 64 or 128 lanes and unroll 2 or 4, not lanes={lanes}, "
+                           f"unroll={unroll}")
+        return Launch(grid=(nodes,), block=(lanes,))
     threads = int(layout["threads"])
     if layout.get("entry") == "neighbor_warp_hint" and threads != 256:
         raise KitError(f"neighbor warp_hint is compiled for 256 threads a block (its __launch_bounds__), not {threads}")
     if layout.get("entry") in ("neighbor_warp_vec", "neighbor_warp_hint"):
         return Launch(grid=(-(-nodes // (threads // 32)),), block=(threads,))
     return Launch(grid=(-(-nodes * features // threads),), block=(threads,))
+
+
+def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    """warp_hint's unroll and hint; node_split's lanes, unroll and hint (its NB_HINT is warp_hint's switch)."""
+    if layout.get("entry") == "neighbor_warp_hint":
+        return (f"-DNB_UNROLL={int(layout['unroll'])}", f"-DNB_HINT={int(layout['hint'])}")
+    if layout.get("entry") == "neighbor_node_split":
+        return (f"-DNS_LANES={int(layout['lanes'])}", f"-DNS_UNROLL={int(layout['unroll'])}",
+                f"-DNB_HINT={int(layout['hint'])}")
+    return ()
 
 
 def arguments(buffers: Mapping[str, Any], out: Any, shape: Shape) -> tuple:
@@ -151,7 +186,8 @@ SPEC = KernelSpec(
     entry="neighbor_sum",
     dims=("nodes", "features"),
     layouts={"gather": {"threads": THREADS}, "warp_vec": {"entry": "neighbor_warp_vec", "threads": THREADS},
-             "warp_hint": {"entry": "neighbor_warp_hint", "threads": 256, "unroll": 4, "hint": 1}},
+             "warp_hint": {"entry": "neighbor_warp_hint", "threads": 256, "unroll": 4, "hint": 1},
+             "node_split": {"entry": "neighbor_node_split", "lanes": 64, "unroll": 4, "hint": 1}},
     correctness_shapes=((1, 1), (7, 3), (33, 5), (100, 64)),
     tolerance=Tolerance(abs=1e-6, rel=1e-5),
     mutations={
@@ -185,6 +221,16 @@ SPEC = KernelSpec(
             replace="if (active && f + 1 < row_len) nb_store(out_row + f, acc);",
             why="warp_hint never writes the last quad (or float, on the scalar path) of an output row",
         ),
+        "split_chunk": Mutation(
+            find="const int chunk = (row_len + NS_WARPS - 1) / NS_WARPS;",
+            replace="const int chunk = row_len / NS_WARPS;",
+            why="node_split rounds each warp's chunk down: the last row_len % warps vectors of a row are never written",
+        ),
+        "split_batch_end": Mutation(
+            find="active && g + k < count ?",
+            replace="active && g + k + 1 < count ?",
+            why="node_split leaves out the last edge of every batch of 32 edge indices",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -194,10 +240,10 @@ SPEC = KernelSpec(
     bytes_issued=bytes_issued,
     flops=lambda shape: int(graph(shape[0])[0][-1]) * shape[1],
     error_scale=error_scale,
-    layout_options=lambda layout: ((f"-DNB_UNROLL={int(layout['unroll'])}", f"-DNB_HINT={int(layout['hint'])}")
-                                   if layout.get("entry") == "neighbor_warp_hint" else ()),
-    # Rows in flight (unroll 2, 4, 8 with 8, 6, 4 blocks a multiprocessor) x the L2 hints off or on.
-    sweeps={"warp_hint": {"unroll": [2, 4, 8], "hint": [0, 1]}},
+    layout_options=layout_options,
+    # Rows in flight (unroll 2, 4, 8 with 8, 6, 4 blocks a multiprocessor) x the L2 hints off or on;
+    # node_split: warps per node (1, 2, 4: a float4, float2 or float per lane) x rows in flight per warp.
+    sweeps={"warp_hint": {"unroll": [2, 4, 8], "hint": [0, 1]}, "node_split": {"lanes": [32, 64, 128], "unroll": [2, 4]}},
     baselines={
         "cupy": Baseline("cupy", "cupyx.scipy.sparse CSR adjacency (repeated edges as weights) @ x (cuSPARSE SpMM)",
                          cupy_call),
