@@ -325,3 +325,42 @@ def test_neighbor_node_split_emulation_at_every_sweep_point_passes_and_its_contr
         assert sorted(held) == list(range(row_len))
     # At one warp a node there is no split to round down: the chunk control is aimed at 2 and 4 warps.
     assert caught["split_batch_end"] and (caught["split_chunk"] or lanes == 32), caught
+
+
+@pytest.mark.parametrize("point", [{}, *sweep_points("layernorm", "pipe")])
+def test_layernorm_pipe_walks_every_row_once_and_reads_only_filled_plane_slots(point):
+    """layernorm_pipe's row walk (steps on rows blockIdx.x + i * grid, two per trip with a break
+    between) writes every row once at the launch the spec picks, the correctness shapes refill a
+    register set after its first row (a block walks three rows or more), and every plane slot its
+    quads and scalars read was filled by the plane-by-plane fill inside the launch's shared memory."""
+    spec = specs.load("layernorm")
+    layout = {**spec.layout("pipe"), **point}
+    shapes = {spec.parse_shape(text) for text in default_config()["kernels"]["layernorm"]["shapes"]}
+    for rows, cols in sorted({*spec.correctness_shapes, *shapes}):
+        launch = spec.launch(layout, (rows, cols))
+        grid = launch.grid[0]
+        walked = []
+        for block in range(grid):
+            row = block
+            while row < rows:
+                walked.append(row)
+                if row + grid >= rows:
+                    break
+                walked.append(row + grid)
+                row += 2 * grid
+        assert sorted(walked) == list(range(rows)), (rows, cols)
+        if (rows, cols) in spec.correctness_shapes and cols > 1:
+            assert -(-rows // grid) >= 3, (rows, cols, grid)
+    threads = int(layout["threads"])
+    vec = int(layout["capacity"]) // (4 * threads)
+    for cols in (1, 3, 5, 31, 33, 127, 1024, 4096, 4097):
+        pitch = (((cols + 3) >> 2) + 15) & ~15
+        assert 8 * 4 * pitch == spec.launch(layout, (8, cols)).shared_mem
+        filled = {plane * pitch + s for plane in range(4) for s in range(pitch) if 4 * s + plane < cols}
+        assert filled == {(c & 3) * pitch + (c >> 2) for c in range(cols)}
+        for head in range(min(cols, 3) + 1):
+            quads = (cols - head) // 4
+            slots = [((head + j) & 3) * pitch + ((head + j) >> 2) for j in range(4)]
+            read = {slots[j] + q for q in range(quads) for j in range(4)}
+            assert read <= filled and len(read) == 4 * quads, (cols, head)
+            assert quads <= vec * threads

@@ -53,8 +53,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 45, "span": 7,
-        "sanitize": 15, "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 291,
+        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 46, "span": 7,
+        "sanitize": 15, "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 292,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -69,7 +69,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     # run first and the timed targets then follow the shuffled plan across kernels.
     checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control|sanitize):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
                                                   done.stdout, re.M)]
-    assert len(checks) == 34 + 45 + 15 and min(checks) > max(int(j[4]) for j in jobs)
+    assert len(checks) == 34 + 46 + 15 and min(checks) > max(int(j[4]) for j in jobs)
     # Spans of a repeat come after its timed targets and before the next repeat's.
     # (A job block without a priority line has priority 0.)
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)

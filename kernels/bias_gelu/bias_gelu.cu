@@ -90,7 +90,8 @@ extern "C" __global__ void __launch_bounds__(256, 8) bias_gelu_vec4(const float*
 // that 2048 threads fill an SM. The bias quad of flat quad q is q mod (cols / 4) (cols a
 // multiple of 4): one 32-bit remainder per thread, then a wrapping step of THREADS mod
 // (cols / 4), read through the read-only path (16 KiB of bias: always an L1 hit).
-// GELU_FLAT_STREAM 1: x read with evict-first loads and y written with streaming stores.
+// GELU_FLAT_STREAM 1: x read with evict-first loads and y written with streaming stores;
+// 2: x read with an L2 evict-first policy and no L1 allocation, y written with plain stores.
 // Any other case (cols not a multiple of 4, a misaligned array, over 2^31 quads) takes an
 // element-wise grid-stride loop over the same grid.
 #ifndef GELU_FLAT_QUADS
@@ -104,7 +105,17 @@ extern "C" __global__ void __launch_bounds__(256, 8) bias_gelu_vec4(const float*
 #endif
 
 __device__ __forceinline__ float4 flat_load(const float4* p) {
-#if GELU_FLAT_STREAM
+#if GELU_FLAT_STREAM == 2
+    // Past L1 (no allocation: no reuse) and first out of L2, so that x lines leave L2 before
+    // the dirty y lines written beside them; stores stay plain.
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p), "l"(policy));
+    return v;
+#elif GELU_FLAT_STREAM
     return __ldcs(p);
 #else
     return *p;
@@ -112,7 +123,7 @@ __device__ __forceinline__ float4 flat_load(const float4* p) {
 }
 
 __device__ __forceinline__ void flat_store(float4* p, float4 v) {
-#if GELU_FLAT_STREAM
+#if GELU_FLAT_STREAM == 1
     __stcs(p, v);
 #else
     *p = v;

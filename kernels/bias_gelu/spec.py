@@ -22,7 +22,11 @@ of quads, block b owning `quads * threads` consecutive quads, thread t the quads
 arithmetic, a grid sized to the array (no loop, no per-row bookkeeping) and at most 32
 registers for 2048 threads per SM. The bias quad is the flat quad mod cols / 4: one remainder
 per thread, then a wrapping step. `stream` 1 reads x evict-first and writes y streaming; 0 uses
-plain accesses (as the copy kernels of the ceiling do). Widths that are not a multiple of 4
+plain accesses (as the copy kernels of the ceiling do); 2 reads x past L1 with an L2
+evict-first policy (x lines leave L2 before the dirty y lines) and writes y plainly. H200,
+8192x4096: plain beat stream 1 at every point, one or two quads in blocks of 128 fastest
+(64.1 / 64.6 us, Triton 64.3, copy 62.6); the default is two quads in blocks of 128, plain (one
+quad would leave the bias step, and the control aimed at it, dead at the default). Widths that are not a multiple of 4
 take an element-wise grid-stride loop. Controls aimed at `flat`: the bias step reset to the
 row's first quad instead of wrapping, the element-wise loop dropping the last element.
 Baselines: `cupy` (unfused array operations, one kernel per operator), `cupy_fused` (the same
@@ -79,8 +83,8 @@ def vec4_grid(layout: Mapping[str, Any], shape: Shape) -> tuple[int, int]:
 def flat_grid(layout: Mapping[str, Any], shape: Shape) -> int:
     """Blocks of `flat`: one per `quads * threads` quads of the flat array."""
     threads, quads = int(layout["threads"]), int(layout["quads"])
-    if threads not in (128, 256, 512, 1024) or quads not in (1, 2, 4):
-        raise KitError(f"bias_gelu flat takes threads in 128/256/512/1024 (2048 / threads blocks per SM in its "
+    if threads not in (64, 128, 256, 512, 1024) or quads not in (1, 2, 4):
+        raise KitError(f"bias_gelu flat takes threads in 64/128/256/512/1024 (2048 / threads blocks per SM in its "
                        f"__launch_bounds__) and quads 1, 2 or 4 (32 registers), not threads={threads}, quads={quads}")
     rows, cols = shape
     return max(1, -(-rows * cols // (4 * quads * threads)))
@@ -89,6 +93,9 @@ def flat_grid(layout: Mapping[str, Any], shape: Shape) -> int:
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
     if layout.get("entry") != "bias_gelu_flat":
         return ()
+    if int(layout["stream"]) not in (0, 1, 2):
+        raise KitError(f"bias_gelu flat: stream={layout['stream']} must be 0 (plain), 1 (evict-first loads, "
+                       f"streaming stores) or 2 (L2 evict-first loads past L1, plain stores)")
     return (f"-DGELU_FLAT_QUADS={int(layout['quads'])}", f"-DGELU_FLAT_THREADS={int(layout['threads'])}",
             f"-DGELU_FLAT_STREAM={int(layout['stream'])}")
 
@@ -152,7 +159,7 @@ SPEC = KernelSpec(
     layouts={
         "elementwise": {"threads": THREADS},
         "vec4": {"entry": "bias_gelu_vec4", "threads": THREADS, "rows_per_thread": 8},
-        "flat": {"entry": "bias_gelu_flat", "threads": 256, "quads": 2, "stream": 1},
+        "flat": {"entry": "bias_gelu_flat", "threads": 128, "quads": 2, "stream": 0},
     },
     # (5, 4096): vec4's quad path with a row left over after its four-rows-in-flight loop;
     # (17, 128): three runs of 6, 6 and 5 rows, each with a remainder;
@@ -214,9 +221,10 @@ SPEC = KernelSpec(
     # Rows a thread walks: fewer give more, shorter blocks (dynamic balance at the end of the
     # grid); more give fewer blocks and a near-single wave (8 x 4096: 4096 blocks at 8 rows).
     sweeps={"vec4": {"rows_per_thread": [4, 8, 16, 32]},
-            # Quads per thread (loads in flight each) x block size x cache hints; the copy
-            # ceiling's fastest kernel is one quad per thread in blocks of 256, plain accesses.
-            "flat": {"quads": [1, 2, 4], "threads": [128, 256], "stream": [0, 1]}},
+            # Quads per thread (loads in flight each) x block size x cache hints. Measured on the
+            # H200 (8192x4096): 4 quads and stream 1 lost at every point, 128 threads beat 256; so
+            # 1-2 quads, blocks of 64 (32 per SM), 128 and 512, plain or L2 evict-first x loads.
+            "flat": {"quads": [1, 2], "threads": [64, 128, 512], "stream": [0, 2]}},
     layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "CuPy unfused array operations of the tanh form (one kernel per operator)", cupy_call),

@@ -417,3 +417,225 @@ layernorm_stream(const float* __restrict__ x, const float* __restrict__ weight, 
         }
     }
 }
+
+// layernorm_pipe: layernorm_stream with the rows software-pipelined. A stream block stops
+// loading while it reduces a row, waits at the barrier and stores it, so the DRAM queue of
+// its SM drains once per row; here each block holds two rows in registers: the loads of its
+// next row (row + gridDim.x) are issued at the start of the current row's step, before its
+// moments, barrier, normalisation and stores, and arrive while those run. The two register
+// sets alternate (a step on (a, b), then one on (b, a)), so no register is copied, and the
+// cross-warp partials alternate with them (one barrier per row, as in stream). Arithmetic and
+// merge order are stream's (the same bits). The weight/bias planes are filled plane by plane
+// (consecutive lanes write consecutive slots: stream's column-order fill writes four planes
+// at once, a 4-way bank conflict) and start on 128-byte boundaries (pitch a multiple of 16).
+// LN_PIPE_HINT 1: evict-first x loads and streaming y stores (stream's); 0: plain ones.
+// Whether x and y rows are vector-aligned alike does not depend on the row (both advance by
+// the same cols * 4 bytes), so the path is chosen once per launch; the head, per row.
+#ifndef LN_PIPE_THREADS
+#define LN_PIPE_THREADS 256
+#endif
+#ifndef LN_PIPE_VEC
+#define LN_PIPE_VEC 4
+#endif
+#ifndef LN_PIPE_BLOCKS
+#define LN_PIPE_BLOCKS 3
+#endif
+#ifndef LN_PIPE_HINT
+#define LN_PIPE_HINT 0
+#endif
+#define LN_PIPE_WARPS (LN_PIPE_THREADS / 32)
+
+struct PipeRow {
+    float4 v[LN_PIPE_VEC];
+    float h, t;  // the scalar slots: head and tail (vector path), column 4 * VEC * THREADS + tid (scalar)
+};
+
+template <typename T>
+__device__ __forceinline__ T pipe_ld(const T* p) {
+#if LN_PIPE_HINT
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+
+__device__ __forceinline__ void pipe_st(float* p, float v) {
+#if LN_PIPE_HINT
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+__device__ __forceinline__ void pipe_st4(float4* p, float4 v) {
+#if LN_PIPE_HINT
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+// Columns before the row's first 16-byte boundary (vector path only).
+template <bool VECTOR>
+__device__ __forceinline__ int pipe_head(const float* row_start, int cols) {
+    return VECTOR ? min(cols, (int)(((16 - (reinterpret_cast<unsigned long long>(row_start) & 15)) & 15) >> 2)) : 0;
+}
+
+// Is element (k, j) of a thread's register quads a column of the row (stream_held's rule)?
+template <bool VECTOR>
+__device__ __forceinline__ bool pipe_held(int tid, int k, int j, int quads, int cols) {
+    return VECTOR ? tid + k * LN_PIPE_THREADS < quads : (4 * k + j) * LN_PIPE_THREADS + tid < cols;
+}
+
+template <bool VECTOR>
+__device__ __forceinline__ void pipe_load(const float* __restrict__ x_row, int cols, PipeRow& r) {
+    const int tid = threadIdx.x;
+    const int head = pipe_head<VECTOR>(x_row, cols);
+    const int quads = VECTOR ? (cols - head) >> 2 : 0;
+    const int t_col = VECTOR ? head + 4 * quads + tid : 4 * LN_PIPE_VEC * LN_PIPE_THREADS + tid;
+    r.h = VECTOR && tid < head ? pipe_ld(x_row + tid) : 0.0f;
+    r.t = t_col < cols ? pipe_ld(x_row + t_col) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < LN_PIPE_VEC; ++k) {
+        if (VECTOR) {
+            const int q = tid + k * LN_PIPE_THREADS;
+            r.v[k] = q < quads ? pipe_ld(reinterpret_cast<const float4*>(x_row + head) + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        } else {
+            float held[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                held[j] = pipe_held<false>(tid, k, j, quads, cols) ? x_row[(4 * k + j) * LN_PIPE_THREADS + tid] : 0.0f;
+            }
+            r.v[k] = make_float4(held[0], held[1], held[2], held[3]);
+        }
+    }
+}
+
+// One row held in `cur` (its head `head`): its moments (stream's order), the barrier, its
+// normalised stores; the loads of row `next` into `nxt` go out first.
+template <bool VECTOR>
+__device__ __forceinline__ void pipe_step(const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
+                                          int row, int next, PipeRow& cur, PipeRow& nxt, const float2* params,
+                                          int pitch, Moments* warp_moments, float eps) {
+    if (next < rows) pipe_load<VECTOR>(x + (size_t)next * cols, cols, nxt);
+    const int tid = threadIdx.x, lane = tid & 31;
+    float* y_row = y + (size_t)row * cols;
+    const int head = pipe_head<VECTOR>(x + (size_t)row * cols, cols);
+    const int quads = VECTOR ? (cols - head) >> 2 : 0;
+    const int t_col = VECTOR ? head + 4 * quads + tid : 4 * LN_PIPE_VEC * LN_PIPE_THREADS + tid;
+    const bool has_h = VECTOR && tid < head;
+    const bool has_t = t_col < cols;
+
+    float n = (has_h ? 1.0f : 0.0f) + (has_t ? 1.0f : 0.0f);
+    float sum = cur.h + cur.t;
+#pragma unroll
+    for (int k = 0; k < LN_PIPE_VEC; ++k) {
+        sum += (cur.v[k].x + cur.v[k].y) + (cur.v[k].z + cur.v[k].w);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) n += pipe_held<VECTOR>(tid, k, j, quads, cols) ? 1.0f : 0.0f;
+    }
+    Moments mine;
+    mine.n = n;
+    mine.mean = n > 0.0f ? sum / n : 0.0f;
+    float m2 = (has_h ? centred_square(cur.h, mine.mean) : 0.0f) + (has_t ? centred_square(cur.t, mine.mean) : 0.0f);
+#pragma unroll
+    for (int k = 0; k < LN_PIPE_VEC; ++k) {
+        const float held[4] = {cur.v[k].x, cur.v[k].y, cur.v[k].z, cur.v[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            if (pipe_held<VECTOR>(tid, k, j, quads, cols)) m2 += centred_square(held[j], mine.mean);
+        }
+    }
+    mine.m2 = m2;
+#pragma unroll
+    for (int mask = 1; mask < 32; mask <<= 1) {
+        Moments other;
+        other.n = __shfl_xor_sync(0xffffffffu, mine.n, mask);
+        other.mean = __shfl_xor_sync(0xffffffffu, mine.mean, mask);
+        other.m2 = __shfl_xor_sync(0xffffffffu, mine.m2, mask);
+        const bool upper = (lane & mask) != 0;
+        mine = merge_moments(upper ? other : mine, upper ? mine : other);
+    }
+    if (lane == 0) warp_moments[tid >> 5] = mine;
+    __syncthreads();  // this buffer is written again two rows on, after the next row's barrier
+    Moments total = warp_moments[0];
+#pragma unroll
+    for (int w = 1; w < LN_PIPE_WARPS; ++w) total = merge_moments(total, warp_moments[w]);
+    const float mean = total.mean;
+    const float rstd = rsqrtf(total.m2 / cols + eps);
+
+    if (has_h) {
+        const float2 p = stream_param(params, pitch, tid);
+        pipe_st(y_row + tid, affine(cur.h, mean, rstd, p.x, p.y));
+    }
+    if (has_t) {
+        const float2 p = stream_param(params, pitch, t_col);
+        pipe_st(y_row + t_col, affine(cur.t, mean, rstd, p.x, p.y));
+    }
+    if (VECTOR) {
+        // Column head + 4q + j: plane (head + j) & 3, slot q + ((head + j) >> 2).
+        int slot[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) slot[j] = ((head + j) & 3) * pitch + ((head + j) >> 2);
+        float4* y4 = reinterpret_cast<float4*>(y_row + head);
+#pragma unroll
+        for (int k = 0; k < LN_PIPE_VEC; ++k) {
+            const int q = tid + k * LN_PIPE_THREADS;
+            if (q < quads) {
+                const float2 p0 = params[slot[0] + q], p1 = params[slot[1] + q];
+                const float2 p2 = params[slot[2] + q], p3 = params[slot[3] + q];
+                const float4 v = cur.v[k];
+                pipe_st4(y4 + q, make_float4(affine(v.x, mean, rstd, p0.x, p0.y), affine(v.y, mean, rstd, p1.x, p1.y),
+                                             affine(v.z, mean, rstd, p2.x, p2.y), affine(v.w, mean, rstd, p3.x, p3.y)));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < LN_PIPE_VEC; ++k) {
+            const float held[4] = {cur.v[k].x, cur.v[k].y, cur.v[k].z, cur.v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = (4 * k + j) * LN_PIPE_THREADS + tid;
+                if (c < cols) {
+                    const float2 p = stream_param(params, pitch, c);
+                    y_row[c] = affine(held[j], mean, rstd, p.x, p.y);
+                }
+            }
+        }
+    }
+}
+
+// The block's rows blockIdx.x + i * gridDim.x, two per trip: (a, b) then (b, a).
+template <bool VECTOR>
+__device__ __forceinline__ void pipe_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
+                                          const float2* params, int pitch, Moments (*warp_moments)[LN_PIPE_WARPS],
+                                          float eps) {
+    PipeRow a, b;
+    const int stride = gridDim.x;
+    if (blockIdx.x < rows) pipe_load<VECTOR>(x + (size_t)blockIdx.x * cols, cols, a);
+    for (int row = blockIdx.x; row < rows; row += 2 * stride) {
+        pipe_step<VECTOR>(x, y, rows, cols, row, row + stride, a, b, params, pitch, warp_moments[0], eps);
+        if (row + stride >= rows) break;
+        pipe_step<VECTOR>(x, y, rows, cols, row + stride, row + 2 * stride, b, a, params, pitch, warp_moments[1], eps);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LN_PIPE_THREADS, LN_PIPE_BLOCKS)
+layernorm_pipe(const float* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+               float* __restrict__ y, int rows, int cols, float eps) {
+    extern __shared__ float2 params[];
+    __shared__ Moments warp_moments[2][LN_PIPE_WARPS];
+    const int pitch = (((cols + 3) >> 2) + 15) & ~15;  // planes on 128-byte boundaries
+    for (int plane = 0; plane < 4; ++plane) {
+        for (int s = threadIdx.x; 4 * s + plane < cols; s += LN_PIPE_THREADS) {
+            params[plane * pitch + s] = make_float2(weight[4 * s + plane], bias[4 * s + plane]);
+        }
+    }
+    __syncthreads();
+    // Uniform over the block (and the launch): x and y rows are vector-aligned alike or never.
+    if (((reinterpret_cast<unsigned long long>(x) ^ reinterpret_cast<unsigned long long>(y)) & 15) == 0) {
+        pipe_rows<true>(x, y, rows, cols, params, pitch, warp_moments, eps);
+    } else {
+        pipe_rows<false>(x, y, rows, cols, params, pitch, warp_moments, eps);
+    }
+}

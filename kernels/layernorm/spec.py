@@ -31,6 +31,18 @@ fewer where the shared memory of a block allows fewer), with at least two rows p
 that the correctness shapes walk the row loop too. Controls aimed at `stream`: the merge
 without its between-group term, the weight/bias planes read without the row's head shift,
 the row loop skipping rows.
+`pipe` (kernel `layernorm_pipe`) is `stream` with its rows software-pipelined: a stream block
+stops loading while it reduces a row, waits at the barrier and stores it, so once per row its
+share of the DRAM queue drains (H200, 16384x4097: stream and vec at ~72% of DRAM peak, 151 and
+149 us against a ~125 us copy). A pipe block holds two rows in two register sets and issues
+the loads of its next row before the current row's moments, barrier and stores; the sets
+alternate (no copies), the partials alternate with them. Same arithmetic and merge order as
+stream. The weight/bias planes are filled plane by plane (stream's column-order fill writes
+four planes per warp store: 4-way bank conflicts) on 128-byte-aligned plane starts; `hint`
+picks evict-first/streaming x loads and y stores (1) or plain ones (0: on bias_gelu plain ones
+won at every point). The grid leaves at least four rows per block, so that the correctness
+shapes walk both register sets and a buffer refilled after its first use. Control aimed at
+`pipe`: the prefetch re-reads the current row instead of the next.
 `cupy_fused` is how a CuPy user would speed up the unfused chain (`cupy`): x.mean, then a
 ReductionKernel for the centred sum of squares and an ElementwiseKernel that normalises and
 scales (three kernels, three reads of x).
@@ -112,7 +124,33 @@ def stream_launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     return Launch(grid=(max(1, min(-(-rows // 2), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
 
 
+def pipe_pitch(cols: int) -> int:
+    """Slots per weight/bias plane of `pipe`: ceil(cols / 4) rounded up to 16 (128-byte plane starts)."""
+    return (-(-cols // 4) + 15) // 16 * 16
+
+
+def pipe_launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
+    """stream's launch with pipe's plane pitch and at least four rows per block."""
+    rows, cols = shape
+    threads, vec = int(layout["threads"]), stream_vec(layout)
+    if cols > 4 * vec * threads + 3:
+        raise KitError(f"layernorm pipe holds rows of at most capacity + 3 = {4 * vec * threads + 3} columns, "
+                       f"not {cols}; raise capacity")
+    shared = 8 * 4 * pipe_pitch(cols)
+    if shared > 48 * 1024:
+        raise KitError(f"layernorm pipe keeps weight and bias in {shared} bytes of shared memory, over the 48 KiB "
+                       f"a launch gets without opting in; {cols} columns is too wide")
+    per_block = shared + 2 * (threads // 32) * 12 + BLOCK_RESERVED_SHARED
+    resident = min(int(layout["blocks_per_sm"]), SM_SHARED // per_block, 32)
+    return Launch(grid=(max(1, min(-(-rows // 4), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
+
+
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
+    if layout.get("entry") == "layernorm_pipe":
+        if int(layout["hint"]) not in (0, 1):
+            raise KitError(f"layernorm pipe: hint={layout['hint']} must be 0 (plain loads/stores) or 1 (streaming)")
+        return (f"-DLN_PIPE_THREADS={int(layout['threads'])}", f"-DLN_PIPE_VEC={stream_vec(layout)}",
+                f"-DLN_PIPE_BLOCKS={int(layout['blocks_per_sm'])}", f"-DLN_PIPE_HINT={int(layout['hint'])}")
     if layout.get("entry") == "layernorm_stream":
         return (f"-DLN_STREAM_THREADS={int(layout['threads'])}", f"-DLN_STREAM_VEC={stream_vec(layout)}",
                 f"-DLN_STREAM_BLOCKS={int(layout['blocks_per_sm'])}")
@@ -125,6 +163,8 @@ def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     rows, cols = shape
     if layout["entry"] == "layernorm_stream":
         return stream_launch(layout, shape)
+    if layout["entry"] == "layernorm_pipe":
+        return pipe_launch(layout, shape)
     if layout["entry"] == "layernorm_vec":
         threads = vec_threads(layout, cols)
         rows_per_block = int(layout["rows_per_block"]) if threads == 32 else 1
@@ -204,6 +244,7 @@ SPEC = KernelSpec(
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
         "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
         "stream": {"entry": "layernorm_stream", "threads": 256, "capacity": 4096, "blocks_per_sm": 4},
+        "pipe": {"entry": "layernorm_pipe", "threads": 256, "capacity": 4096, "blocks_per_sm": 4, "hint": 0},
     },
     # 9 rows: the warp layout's second block holds one row and seven idle warps.
     correctness_shapes=tuple((9, cols) for cols in (1, 31, 33, 127, 1024, 4096)),
@@ -252,6 +293,12 @@ SPEC = KernelSpec(
             replace="row < rows; row += gridDim.x + 1, parity ^= 1",
             why="stream's row loop steps one row too far: some rows are never written",
         ),
+        "pipe_prefetch": Mutation(
+            find="pipe_load<VECTOR>(x + (size_t)next * cols",
+            replace="pipe_load<VECTOR>(x + (size_t)row * cols",
+            why="pipe's prefetch re-reads the current row into the other register set: every row after a "
+                "block's first is normalised from the values of the row before it (placed at that row's head)",
+        ),
     },
     make_inputs=make_inputs,
     reference=reference,
@@ -265,7 +312,10 @@ SPEC = KernelSpec(
     vector_width={"warp": 4},
     # Threads per row (quads each: 4096 / (4 * threads)) and blocks per SM (the launch-bounds
     # minimum, so the register cap, and the grid): rows in flight per SM against registers.
-    sweeps={"stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]}},
+    # pipe: blocks per SM 3-4 (6 lost for stream; two rows per thread double the registers: 64 at
+    # 256x4, 112-121 at 128x8, no spills) and the load/store hint.
+    sweeps={"stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
+            "pipe": {"threads": [128, 256], "blocks_per_sm": [3, 4], "hint": [0, 1]}},
     layout_options=layout_options,
     baselines={
         "cupy": Baseline("cupy", "CuPy mean, subtract, square, mean, sqrt, divide, scale (one kernel each)", cupy_call),
