@@ -285,6 +285,19 @@ def test_claims_say_when_the_gpu_and_shape_differ():
     assert short_row.reproduced["512x128"] == (t32 < t256)
 
 
+def test_a_claim_about_a_shape_the_run_did_not_time_is_not_judged_on_other_shapes():
+    """h200-limits1 times rmsnorm at 16384x8193 only; the seed's claim is about 512x128."""
+    from kernelkit.report import claims
+
+    results = claims.all_claims(report.Run(REPO / "results" / "h200-limits1"))
+    short_row = next(r for r in results if r.statement.startswith("256 threads lose"))
+    assert short_row.measured == {} and claims.verdict_text(short_row) == "not measurable here"
+    assert "the claim's shape 512x128 was not run here, so it is not judged" in short_row.differences
+    # A claim that names no shape is still compared on every shape the run has.
+    unnamed = next(r for r in results if r.kernel == "matmul" and "58.8%" in r.statement)
+    assert list(unnamed.measured) == ["4096x4096x4096"] and claims.verdict_text(unnamed) == "reproduced"
+
+
 def test_explanations_come_from_byte_counts_and_declared_vector_widths():
     from kernelkit.report import explain
 
