@@ -109,19 +109,9 @@ def stream_vec(layout: Mapping[str, Any]) -> int:
     return capacity // (4 * threads)
 
 
-def stream_launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
-    rows, cols = shape
-    threads, vec = int(layout["threads"]), stream_vec(layout)
-    if cols > 4 * vec * threads + 3:
-        raise KitError(f"layernorm stream holds rows of at most capacity + 3 = {4 * vec * threads + 3} columns, "
-                       f"not {cols}; raise capacity")
-    shared = 8 * 4 * (-(-cols // 4))  # (w, b) float2 in four planes of ceil(cols / 4)
-    if shared > 48 * 1024:
-        raise KitError(f"layernorm stream keeps weight and bias in {shared} bytes of shared memory, over the 48 KiB "
-                       f"a launch gets without opting in; {cols} columns is too wide")
-    per_block = shared + 2 * (threads // 32) * 12 + BLOCK_RESERVED_SHARED
-    resident = min(int(layout["blocks_per_sm"]), SM_SHARED // per_block, 32)
-    return Launch(grid=(max(1, min(-(-rows // 2), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
+def stream_pitch(cols: int) -> int:
+    """Slots per weight/bias plane of `stream`: ceil(cols / 4)."""
+    return -(-cols // 4)
 
 
 def pipe_pitch(cols: int) -> int:
@@ -129,20 +119,21 @@ def pipe_pitch(cols: int) -> int:
     return (-(-cols // 4) + 15) // 16 * 16
 
 
-def pipe_launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
-    """stream's launch with pipe's plane pitch and at least four rows per block."""
+def persistent_launch(name: str, layout: Mapping[str, Any], shape: Shape, pitch: int, min_rows: int) -> Launch:
+    """The launch of `stream` and `pipe`: as many blocks as stay resident, each walking at least
+    `min_rows` rows, with (w, b) float2 in four planes of `pitch` slots of shared memory."""
     rows, cols = shape
     threads, vec = int(layout["threads"]), stream_vec(layout)
     if cols > 4 * vec * threads + 3:
-        raise KitError(f"layernorm pipe holds rows of at most capacity + 3 = {4 * vec * threads + 3} columns, "
+        raise KitError(f"layernorm {name} holds rows of at most capacity + 3 = {4 * vec * threads + 3} columns, "
                        f"not {cols}; raise capacity")
-    shared = 8 * 4 * pipe_pitch(cols)
+    shared = 8 * 4 * pitch
     if shared > 48 * 1024:
-        raise KitError(f"layernorm pipe keeps weight and bias in {shared} bytes of shared memory, over the 48 KiB "
+        raise KitError(f"layernorm {name} keeps weight and bias in {shared} bytes of shared memory, over the 48 KiB "
                        f"a launch gets without opting in; {cols} columns is too wide")
     per_block = shared + 2 * (threads // 32) * 12 + BLOCK_RESERVED_SHARED
     resident = min(int(layout["blocks_per_sm"]), SM_SHARED // per_block, 32)
-    return Launch(grid=(max(1, min(-(-rows // 4), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
+    return Launch(grid=(max(1, min(-(-rows // min_rows), STREAM_SMS * resident)),), block=(threads,), shared_mem=shared)
 
 
 def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
@@ -162,9 +153,9 @@ def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
     rows, cols = shape
     if layout["entry"] == "layernorm_stream":
-        return stream_launch(layout, shape)
+        return persistent_launch("stream", layout, shape, stream_pitch(shape[1]), 2)
     if layout["entry"] == "layernorm_pipe":
-        return pipe_launch(layout, shape)
+        return persistent_launch("pipe", layout, shape, pipe_pitch(shape[1]), 4)
     if layout["entry"] == "layernorm_vec":
         threads = vec_threads(layout, cols)
         rows_per_block = int(layout["rows_per_block"]) if threads == 32 else 1
