@@ -164,9 +164,11 @@ def test_no_new_sample_is_an_empty_reading_however_pynvml_says_it():
 
 def test_a_sample_returned_twice_is_read_once():
     """Were the driver to return the last sample again, its period would seem to start at itself."""
-    t0 = time.time()
-    # Periods long beside a loaded machine's scheduling jitter, so the tick after t0 is always there.
-    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=0.2)
+    period = 0.2
+    # Half a period before the latest tick: the tick after t0 sees PREVIOUS busy for half its
+    # period (t0 taken at any time, it could fall just after a tick and the overlap round to 0%).
+    t0 = (math.floor(time.time() / period) - 0.5) * period
+    device = SimulatedDevice({PREVIOUS: [(t0 - 1, t0)], SELF: []}, period_s=period)
     time.sleep(0.3)
     samples = device.nvmlDeviceGetProcessUtilization(None, int((t0 - 0.5) * 1e6))
     device.nvmlDeviceGetProcessUtilization = lambda handle, since_us: samples

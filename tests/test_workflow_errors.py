@@ -183,6 +183,29 @@ def test_committed_run_is_not_overwritten(tmp_path):
     assert forced.returncode == 0 and "rule timing:" in forced.stdout
 
 
+def test_a_committed_run_is_reported_from_the_controls_it_ran(tmp_path):
+    """Kernel folders gained negative controls after h200-x2 was made (layernorm stream and pipe,
+    bias_gelu flat, ...): rebuilding its report must not ask the GPU for them."""
+    import json
+
+    copy = checkout_copy(tmp_path, runs=["h200-x2"])
+    recorded = json.loads((copy / "results" / "h200-x2" / "config.json").read_text())
+    config = copy / "x2.yaml"
+    config.write_text(json.dumps({key: recorded[key] for key in ("kernels", "timing", "span", "hypotheses", "gpus")
+                                  if key in recorded}))
+    ran = {p.stem for p in (copy / "results" / "h200-x2" / "controls" / "layernorm").glob("*.json")}
+    sys.path.insert(0, str(REPO / "workflow"))
+    from kernelkit import spec as specs
+
+    assert set(specs.load("layernorm").mutations) - ran, "the test needs a control the run lacks"
+    done = snakemake("reports/h200-x2/report.md", "-n", "--cores", "1", "--configfile", str(config),
+                     "--config", "run=h200-x2", cwd=copy)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-2000:]
+    assert "rule negative_control:" not in output and "rule timing:" not in output
+    assert "rule report:" in output
+
+
 def test_abandoned_temporary_files_go_and_live_ones_stay(tmp_path, monkeypatch):
     """The atomic writer names its host and pid; the cleanup at a run's start deletes a temp
     file only when that writer ran here and is gone."""

@@ -193,12 +193,16 @@ def hand_written_layouts(kernel):
 
 
 def control_files(kernel):
-    return frozen(
-        [
-            paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
-            for control in SPECS[kernel].mutations
-        ]
-    )
+    """The control records a kernel's targets need: one per control of its spec; in a committed
+    run, the ones it ran (a control added to the kernel folder later is not asked of old evidence,
+    which would otherwise need the GPU again just to be reported)."""
+    files = [
+        paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)
+        for control in SPECS[kernel].mutations
+    ]
+    if FROZEN:
+        files = [name for name in files if os.path.exists(name)]
+    return frozen(files)
 
 
 def checked_control(wildcards):

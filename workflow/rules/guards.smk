@@ -203,7 +203,11 @@ def after_failure():
     """Snakemake's onerror: each failed job's own sentence, the last line of its log, so that the
     reason is on screen and not only in results/{run}/logs/ (a job's kernelkit command ends its
     log with one sentence)."""
-    for job in sorted(workflow.scheduler.failed, key=lambda job: str(job.log)):
+    # A failed group job (an allocation under SLURM) stands for the jobs in it: those that
+    # left an output missing failed or never ran (a never-run job's log is empty).
+    failed = [inner for job in workflow.scheduler.failed for inner in getattr(job, "jobs", [job])
+              if inner is job or not all(os.path.exists(name) for name in inner.output)]
+    for job in sorted(failed, key=lambda job: str(job.log)):
         for name in job.log:
             try:
                 with open(name, encoding="utf-8", errors="replace") as handle:
