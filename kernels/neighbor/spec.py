@@ -23,7 +23,8 @@ loaded before they are added, the 1..unroll-1 rows left at a batch's end as one 
 192 or 256 rows are in flight per multiprocessor. With `hint` 1 the gathers of x carry an L2
 evict_last policy, the edge indices are read and out written evict-first: x (32 MiB) is re-read
 ~16 times a launch, out (32 MiB) and the indices (4 MiB) once, and together they overflow the L2.
-Default unroll 4, hint 1 (reasoned, not measured; the sweep covers the six points). Controls
+Default unroll 4, hint 1, chosen by reasoning; on the H200 (run h200-limits1) it was also the
+sweep's fastest point, 65.5 us at the default shape (Triton 63.2). Controls
 aimed at `warp_hint`: the predicated group at a batch's end dropped, the last quad (or float) of
 every output row never written.
 
@@ -42,7 +43,8 @@ batch's count (the remainder is one zero-padded group). <= 32 registers at 64 an
 float4 per lane) the 32-block limit allows only 32 warps. `hint` as in warp_hint (default 1,
 which measured 1% faster there). The ceil split gives the second warp work at the correctness
 widths too (64 features: 16 float2 each; 5 features: 3 and 2 floats). Default 64 lanes, unroll 4
-(reasoned, not measured; the sweep spans lanes x unroll). Controls aimed at `node_split`: the
+(chosen by reasoning; on the H200, run h200-limits1, 62.3 us, and the sweep's fastest point,
+32 lanes with unroll 4, 62.0 us). Controls aimed at `node_split`: the
 chunk rounded down (the last vectors of odd widths never written), the last row of every batch
 of 32 edges left out.
 """

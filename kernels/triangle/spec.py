@@ -26,8 +26,9 @@ loads (batched: 64 per 8), the quads broadcast within the warp (a warp holds one
 Results go back through shared memory so that warps store whole 32-byte runs of 8 channels.
 512 threads (ti = tj = 64) run one block per multiprocessor at <= 128 registers; 256 threads
 (tj = 32) two. The default point (tile "64x64", pipeline "4x2" = bk 4 x 2 stages: 121 registers, no spills,
-34 KB of static shared memory) is reasoned, not measured; the sweep spans tile shape, step and depth
-within the 48 KB of static shared memory. Controls aimed at `tiled`: the last partial bk step
+34 KB of static shared memory) was chosen by reasoning: on the H200 (run h200-limits1) it took
+178.6 us, and the sweep's fastest point (tile 64x32, pipeline 2x4) 165.5 us; the sweep spans tile
+shape, step and depth within the 48 KB of static shared memory. Controls aimed at `tiled`: the last partial bk step
 dropped, the second j quad of every thread multiplied with the first quad's b values.
 """
 

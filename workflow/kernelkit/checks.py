@@ -254,7 +254,6 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def catching_check(case: Mapping[str, Any]) -> str:
     """Which check a failing case failed: determinism when only the repeated launches disagreed."""
     return "determinism" if case["symptom"] == determinism.DIFFER_SYMPTOM else "correctness"

@@ -270,7 +270,7 @@ def members_path(lock_path: Path) -> Path:
 
 
 def leavers_path(members: Path) -> Path:
-    """The log of kit processes that are ending: `pid unix_time` per line (kernelkit.foreign.lock_members)."""
+    """The log of kit processes that are ending: `pid unix_time` per line (kernelkit.foreign.recent_leavers)."""
     return members.with_suffix(".left")
 
 

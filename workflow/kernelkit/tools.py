@@ -181,7 +181,6 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     return {"ncu_arguments": ncu_arguments, "program": program[1:], "launches": launches, "exit_code": done.returncode}
 
 
-
 def cmd_sanitize(args: argparse.Namespace) -> int:
     spec = specs.load(args.kernel)
     if spec.is_baseline(args.layout):

@@ -19,9 +19,9 @@ def _us(value: float | None) -> str:
 
 # The units whose percentage of peak Nsight Compute reads (kernelkit.tools.NCU_METRICS), in the
 # order of the Counters table; records of older kits lack all but DRAM.
-SPEED_OF_LIGHT = (("dram_throughput_pct_of_peak", "DRAM %"), ("l2_throughput_pct_of_peak", "L2 %"),
-                  ("l1_throughput_pct_of_peak", "L1/shared %"), ("sm_throughput_pct_of_peak", "SM %"),
-                  ("fma_pipe_pct_of_peak", "FMA pipe %"))
+SPEED_OF_LIGHT = (("dram_throughput_pct_of_peak", "DRAM"), ("l2_throughput_pct_of_peak", "L2"),
+                  ("l1_throughput_pct_of_peak", "L1/shared"), ("sm_throughput_pct_of_peak", "SM"),
+                  ("fma_pipe_pct_of_peak", "FMA pipe"))
 # A unit this close to its peak is what the kernel waits on; below it on every unit, latency is.
 LIMITER_PCT = 60.0
 
@@ -32,7 +32,7 @@ def limiter(launches: list[dict[str, Any]]) -> str:
     if not timed:
         return "n/a"
     longest = max(timed, key=lambda x: x["duration_ns"])
-    read = [(longest[name], label[:-2]) for name, label in SPEED_OF_LIGHT if isinstance(longest.get(name), float)]
+    read = [(longest[name], unit) for name, unit in SPEED_OF_LIGHT if isinstance(longest.get(name), float)]
     if len(read) < 2:
         return "n/a"
     pct, unit = max(read)
@@ -259,7 +259,7 @@ def section_tools(run: Run) -> list[doc.Section]:
                           "are summed. The median is the kernel time of the timing targets, not ncu's replayed duration. "
                           f"The limiter is the unit working closest to its peak, when one reaches {LIMITER_PCT:.0f}%; "
                           "with none there, the kernel waits on latency (too little work in flight)."),
-            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", *(label for _, label in SPEED_OF_LIGHT),
+            doc.Table(["Kernel", "Shape", "Layout", "Median (us)", *(f"{unit} %" for _, unit in SPEED_OF_LIGHT),
                        "Achieved occupancy %", "Instructions", "Shared bank conflicts", "Limiter", "Note"], rows)]))
     return sections
 
