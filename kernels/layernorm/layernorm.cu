@@ -114,6 +114,12 @@ extern "C" __global__ void layernorm_warp(const float* __restrict__ x, const flo
 #ifndef LAYERNORM_MAX_THREADS
 #define LAYERNORM_MAX_THREADS 512
 #endif
+// The blocks of LAYERNORM_MAX_THREADS that must fit on an SM at once: above 1, it caps the
+// registers lower (and may spill), for more rows in flight per SM (H200, 16384 x 4097: vec's
+// 128-thread blocks take 92 registers, five blocks per SM, ~30% occupancy).
+#ifndef LAYERNORM_MIN_BLOCKS
+#define LAYERNORM_MIN_BLOCKS 1
+#endif
 
 __device__ __forceinline__ float row_total(float v, float* warp_partial) {
     for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -132,7 +138,7 @@ __device__ __forceinline__ float centred_square(float v, float mean) {
     return d * d;
 }
 
-extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS) layernorm_vec(const float* __restrict__ x, const float* __restrict__ weight,
+extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS, LAYERNORM_MIN_BLOCKS) layernorm_vec(const float* __restrict__ x, const float* __restrict__ weight,
                                          const float* __restrict__ bias, float* __restrict__ y,
                                          int rows, int cols, float eps) {
     __shared__ float warp_partial[32];

@@ -147,7 +147,11 @@ def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
                 f"-DLN_STREAM_BLOCKS={int(layout['blocks_per_sm'])}")
     if "vec" not in layout:
         return ()
-    return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}")
+    # min_blocks (a sweep's, default 1) adds the __launch_bounds__ minimum, which caps the registers
+    # at 65536 / (max_threads * min_blocks); 1 leaves the options as they always were.
+    min_blocks = int(layout.get("min_blocks", 1))
+    return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}",
+            *((f"-DLAYERNORM_MIN_BLOCKS={min_blocks}",) if min_blocks != 1 else ()))
 
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
@@ -305,7 +309,8 @@ SPEC = KernelSpec(
     # minimum, so the register cap, and the grid): rows in flight per SM against registers.
     # pipe: blocks per SM 3-4 (6 lost for stream; two rows per thread double the registers: 64 at
     # 256x4, 112-121 at 128x8, no spills) and the load/store hint.
-    sweeps={"stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
+    sweeps={"vec": {"max_threads": [256, 512], "min_blocks": [1, 2, 3]},
+            "stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
             "pipe": {"threads": [128, 256], "blocks_per_sm": [3, 4], "hint": [0, 1]}},
     layout_options=layout_options,
     baselines={

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from kernelkit import KitError
 from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, leavers_path, members_path
+from kernelkit.worker import process_started_unix_s
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
@@ -29,27 +30,29 @@ def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
     raise KitError("the GPU has neither a readable UUID (NVML) nor a PCI bus id, so it cannot be locked")
 
 
-def process_started_unix_s() -> float | None:
-    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
+# The job this process runs now, when it is not the job's own process (kernelkit.worker): when the
+# job's process started, and which worker ran it.
+_job_started_unix_s: float | None = None
+_worker: dict[str, Any] | None = None
 
-    A job's cost is mostly start-up and imports, which a clock started in Python would miss.
-    """
+
+@contextlib.contextmanager
+def started_at(started_unix_s: float, worker: dict[str, Any]) -> Iterator[None]:
+    """Clocks made in the body count from `started_unix_s` (the job's own process start) and name `worker`."""
+    global _job_started_unix_s, _worker
+    _job_started_unix_s, _worker = started_unix_s, worker
     try:
-        with open("/proc/self/stat", encoding="ascii") as handle:
-            after_name = handle.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime", encoding="ascii") as handle:
-            uptime_s = float(handle.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-    age_s = uptime_s - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
-    return time.time() - age_s
+        yield
+    finally:
+        _job_started_unix_s, _worker = None, None
 
 
 class JobClock:
     """A job's whole wall time (from process start) and its lock waits over every stretch of GPU work."""
 
     def __init__(self) -> None:
-        self.started_unix_s = process_started_unix_s() or time.time()
+        self.started_unix_s = _job_started_unix_s or process_started_unix_s() or time.time()
+        self.worker = _worker
         self.stretches: list[GpuWork] = []
         self.phases_s: dict[str, float] = {}
 
@@ -82,6 +85,8 @@ class JobClock:
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
             "phases_s": dict(self.phases_s),
+            # The long-lived process that ran this job (kernelkit.worker), or None: its own process.
+            "worker": self.worker,
         }
 
 

@@ -42,6 +42,9 @@ that waits for the exclusive lock holds an idle context, which disturbs nothing.
 keep their shared hold until the process ends (`until_exit`): the CUDA context is destroyed
 then, and that must not overlap a timing either. `end_process` destroys it explicitly, lets the
 hold go and exits, so the next timing does not wait for the interpreter's teardown.
+A job run by a worker process (kernelkit.worker) keeps nothing past its end: the worker frees
+the job's memory and, when it ends, destroys its context, each inside a shared hold
+(`used_gpus_shared`).
 """
 
 from __future__ import annotations
@@ -322,6 +325,26 @@ def end_process(code: int) -> None:
     for key in kept:
         _close(_held.pop(key))
     os._exit(code)
+
+
+@contextlib.contextmanager
+def used_gpus_shared() -> Iterator[None]:
+    """Hold every GPU this process has used, shared, for GPU work between jobs in a process that
+    outlives them (kernelkit.worker): freeing cached memory, destroying the context. A GPU this
+    process holds already is not taken again (a second flock of its own would wait on itself)."""
+    holds: list[_Hold] = []
+    try:
+        if not _held:
+            for membership in list(_memberships):
+                path = membership.with_suffix(".lock")
+                hold = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
+                             _open_lock_file(path.with_suffix(".want")), SHARED)
+                holds.append(hold)
+                _take(hold, SHARED, GpuWork(key=path.name, lock_path=str(path), mode=SHARED))
+        yield
+    finally:
+        for hold in holds:
+            _close(hold)
 
 
 @contextlib.contextmanager

@@ -45,10 +45,13 @@ def _kit(*args: str) -> list[str]:
 
 def _same_kit_environment() -> dict[str, str]:
     """The environment for a child `kernelkit`: this process's package first on the path, so the
-    child under the tool runs this kit even where another copy is installed."""
+    child under the tool runs this kit even where another copy is installed; and no worker pool,
+    since the tool must watch the child's own process (kernelkit.worker)."""
+    from kernelkit.worker import WORKER_VARIABLE
+
     package_parent = str(Path(__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else "")}
+    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else ""), WORKER_VARIABLE: "0"}
 
 
 def _tail(text: str, lines: int = 15) -> str:

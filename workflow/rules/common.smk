@@ -22,6 +22,7 @@ from kernelkit.checks import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
+from kernelkit.worker import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 
 
 def refuse(sentence):
@@ -67,6 +68,10 @@ CHECK_SETTINGS = CheckSettings.json_from_config(config)
 # nothing): the jobs get it through the environment, where a variable already set wins.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
+# Nor does the worker pool (kernelkit.worker): it only saves each GPU job its start-up.
+os.environ.setdefault(WORKER_VARIABLE, "1" if config["worker"]["enabled"] else "0")
+os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or min(int(workflow.cores or 1), 8)))
+os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 # Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed

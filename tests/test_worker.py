@@ -1,0 +1,155 @@
+"""The worker pool (kernelkit.worker) on a CPU machine: real `python -m kernelkit` client processes
+and a real pool, whose jobs here stop before the GPU (a skipped baseline, bad input)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import REPO, default_config, kit_env
+
+from kernelkit.records import write_record
+from kernelkit.timing import TimingSettings
+from kernelkit import worker
+
+
+@pytest.fixture
+def pool_env(tmp_path):
+    """A pool of its own for this test: its own lock directory, and a keyed variable no other pool has."""
+    env = kit_env(KERNELKIT_LOCK_DIR=str(tmp_path / "locks"), KERNELKIT_WORKER="1", KERNELKIT_WORKER_PROCESSES="2",
+                  KERNELKIT_WORKER_IDLE_S="3", KERNELKIT_TEST_POOL=uuid.uuid4().hex)
+    yield env
+    name = _address(env)[1:]
+    for pid in _pool_pids(name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+
+
+def _pool_pids(name):
+    pids = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and name.encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+    return pids
+
+
+def _address(env):
+    code = "from kernelkit.worker import pool_address; print(repr(pool_address()))"
+    return eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
+                               check=True).stdout)
+
+
+def _listening(address):
+    """Whether the abstract socket is bound, read from the kernel's table (a probe connection
+    would count as a job and keep the pool awake)."""
+    return any(line.split()[-1] == "@" + address[1:] for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+               if len(line.split()) >= 8)
+
+
+def _kit(argv, env, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "kernelkit", *argv], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _skipped_timing(tmp_path, name):
+    """A timing job of a baseline the correctness record skipped: it writes its record, with its
+    job clock, and touches no GPU."""
+    correctness = tmp_path / "correctness.json"
+    write_record(correctness, {"passed": True, "layouts": ["t32"], "skipped": {"torch": "torch is not here"},
+                               "source_sha256": "x"})
+    output = tmp_path / f"{name}.json"
+    argv = ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "torch", "--repeat", "1",
+            "--order-seed", "0", "--order-key", "0", "--cache", "warm",
+            "--settings", TimingSettings.json_from_config(default_config()), "--correctness", str(correctness),
+            "--output", str(output)]
+    return argv, output
+
+
+def test_jobs_run_one_after_another_in_the_same_worker_with_their_own_clock(tmp_path, pool_env):
+    argv, first = _skipped_timing(tmp_path, "first")
+    began = time.time()
+    done = _kit(argv, pool_env)
+    assert done.returncode == 0, done.stderr
+    assert "skipped (torch is not here)" in done.stdout
+    argv_second = [*argv[:-1], str(tmp_path / "second.json")]
+    done = _kit(argv_second, pool_env)
+    assert done.returncode == 0, done.stderr
+    jobs = [json.loads((tmp_path / f"{name}.json").read_text())["job"] for name in ("first", "second")]
+    assert jobs[0]["worker"]["pid"] == jobs[1]["worker"]["pid"]
+    assert [job["worker"]["job_number"] for job in jobs] == [1, 2]
+    # The clock starts with the client's process, not with the worker's, which started before the second client.
+    assert jobs[1]["started_unix_s"] > jobs[1]["worker"]["started_unix_s"]
+    assert began - 1 < jobs[0]["started_unix_s"] < jobs[0]["ended_unix_s"]
+
+
+def test_a_job_in_its_own_process_names_no_worker(tmp_path, pool_env):
+    argv, output = _skipped_timing(tmp_path, "own")
+    done = _kit(argv, {**pool_env, "KERNELKIT_WORKER": "0"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(output.read_text())["job"]["worker"] is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["correctness", "--kernel", "no_such_kernel"],
+    ["time", "--kernel", "rmsnorm"],
+    ["control", "--kernel", "rmsnorm", "--control", "no_such_control", "--layout", "t32", "--settings", "{}",
+     "--output", "/nonexistent/x.json"],
+])
+def test_bad_input_gets_the_same_sentence_and_exit_code_as_without_the_pool(argv, pool_env):
+    pooled = _kit(argv, pool_env)
+    alone = _kit(argv, {**pool_env, "KERNELKIT_WORKER": "0"})
+    assert pooled.returncode == alone.returncode == 2
+    assert pooled.stderr == alone.stderr
+    assert pooled.stderr.count("\n") == 1 and "Traceback" not in pooled.stderr
+
+
+def test_the_pool_ends_when_idle_and_a_later_job_starts_another(tmp_path, pool_env):
+    argv, _ = _skipped_timing(tmp_path, "a")
+    assert _kit(argv, pool_env).returncode == 0
+    address = _address(pool_env)
+    assert _listening(address)
+    deadline = time.monotonic() + 30
+    while _listening(address) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _listening(address), "the pool outlived its idle_exit_s"
+    argv, output = _skipped_timing(tmp_path, "b")
+    assert _kit(argv, pool_env).returncode == 0
+    assert json.loads(output.read_text())["job"]["worker"]["job_number"] == 1
+
+
+def test_pools_are_keyed_by_what_decides_the_gpu_and_the_lock():
+    base = {"PATH": "/usr/bin"}
+    with pytest.MonkeyPatch.context() as patch:
+        names = []
+        for extra in ({}, {"CUDA_VISIBLE_DEVICES": "1"}, {"KERNELKIT_LOCK_DIR": "/elsewhere"},
+                      {"SLURM_JOB_ID": "42"}):
+            patch.setattr(worker.os, "environ", {**base, **extra})
+            names.append(worker.pool_address())
+        patch.setattr(worker.os, "environ", {**base, worker.PROCESSES_VARIABLE: "8", worker.IDLE_VARIABLE: "5"})
+        unkeyed = worker.pool_address()
+    assert len(set(names)) == len(names)
+    assert unkeyed == names[0]
+
+
+def test_the_sanitizer_children_run_in_their_own_process():
+    from kernelkit import tools
+
+    assert tools._same_kit_environment()[worker.WORKER_VARIABLE] == "0"
+
+
+def test_only_the_set_up_heavy_gpu_stages_are_delegated(monkeypatch):
+    monkeypatch.setenv(worker.WORKER_VARIABLE, "1")
+    assert [command for command in ("time", "span", "correctness", "control", "sanitize", "profile", "profile-call",
+                                    "ceiling", "environment", "report", "diff") if worker.enabled(command)] == [
+        "time", "span", "correctness", "control"]
+    monkeypatch.setenv(worker.WORKER_VARIABLE, "0")
+    assert not worker.enabled("time")

@@ -1,0 +1,344 @@
+"""Long-lived processes that run the kit's GPU stages for many jobs: one pool per GPU and kit.
+
+Why: a timing job's own work is a fraction of a second, but as a process of its own it paid
+Python's start, CuPy's and Torch's imports (1 to 6 s), and a CUDA context and module loads
+(1.4 s median, H200 full run of 2026-11-30) that it must do holding the GPU lock shared, which
+no timing may overlap. A `snakemake --cores 16` run spent 163 of its 186 s timing 174 targets one
+after the other, each behind such a set-up. In a worker the imports, the context and the loaded
+modules stay, so each job brings only its own GPU work.
+
+How: `python -m kernelkit time|span|correctness|control ...`, in a workflow job (the workflow sets
+KERNELKIT_WORKER=1), sends its arguments, working directory and process start to a pool over a
+Unix socket and prints what the pool ran, with its exit code. The pool is started by the first
+job that finds none, as a session of its own; it listens on an abstract socket named by the
+user, the kit's source files, the Python and the environment that decides which GPU and lock
+the jobs get (CUDA_VISIBLE_DEVICES, KERNELKIT_*, SLURM's job id), so a job only meets a pool
+that would do exactly what the job's own process would. Its processes share the socket (the
+kernel hands each connection to one idle process), each runs one job at a time, and each ends
+after `idle_exit_s` without a job. The socket name vanishes with its last process: no file is
+left to go stale, and a second starter finds the name taken and leaves.
+
+What stays per job: the command and its records, the GPU lock (held by the worker process for
+that job's stretches, never across jobs), the job's clock (from the client's process start, so a
+record's wall time still counts the whole job) and its memory: after each job the worker returns
+every device and pinned block to the driver, inside a shared hold, so the next job's buffers land
+as they would in a new process. A job that ends in an internal error, or leaves the device in
+error, ends its worker after the reply: a CUDA fault poisons the context for every later job.
+A job whose pool cannot start within `START_TIMEOUT_S` runs in its own process, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+WORKER_VARIABLE = "KERNELKIT_WORKER"
+PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
+IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
+# The stages whose jobs are many and whose cost is mostly set-up. The sanitizer's and Nsight
+# Compute's children run under their tool, so they must stay processes of their own
+# (kernelkit.tools gives them KERNELKIT_WORKER=0).
+DELEGATED = frozenset({"time", "span", "correctness", "control"})
+# Environment that decides what a job does on which GPU: a pool serves only jobs that agree on it.
+KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
+                  "SLURM_STEP_ID")
+UNKEYED = frozenset({WORKER_VARIABLE, PROCESSES_VARIABLE, IDLE_VARIABLE})
+START_TIMEOUT_S = 60.0
+CONNECT_RETRY_S = 0.05
+DEFAULT_IDLE_EXIT_S = 30.0
+EXIT_INTERNAL = 3
+
+
+def process_started_unix_s() -> float | None:
+    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
+
+    A job's cost is mostly start-up and imports, which a clock started in Python would miss.
+    """
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            after_name = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime_s = float(handle.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    age_s = uptime_s - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    return time.time() - age_s
+
+
+def _kit_fingerprint() -> str:
+    """The kit's own code as this process would import it: path, size and change time of each module."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"{sys.executable}\0{package}\0".encode())
+    for path in sorted(package.rglob("*.py")):
+        info = path.stat()
+        digest.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    for name in sorted(os.environ):
+        if name.startswith(KEYED_PREFIXES) and name not in UNKEYED:
+            digest.update(f"{name}={os.environ[name]}\0".encode())
+    return digest.hexdigest()[:24]
+
+
+def pool_address() -> str:
+    """The abstract socket name of the pool this process's jobs belong to (see the module's docstring)."""
+    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}"
+
+
+def enabled(command: str | None) -> bool:
+    return os.environ.get(WORKER_VARIABLE) == "1" and command in DELEGATED
+
+
+# ---------------------------------------------------------------------------------------- client
+
+
+class _PoolGone(Exception):
+    """The pool closed the connection before taking the job: it was ending; start another."""
+
+
+def _connect(address: str) -> socket.socket | None:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(address)
+    except (ConnectionRefusedError, FileNotFoundError):
+        client.close()
+        return None
+    return client
+
+
+def _spawn_pool(address: str) -> None:
+    """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
+    its output goes to the lock directory's worker log, not to this job's log."""
+    log_dir = Path(os.environ.get("KERNELKIT_LOCK_DIR") or "/tmp/kernelkit-locks")
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(log_dir / f"kernelkit-worker-{os.geteuid()}.log", "ab")  # noqa: SIM115 - handed to the child
+    except OSError:
+        log = open(os.devnull, "ab")  # noqa: SIM115
+    with log:
+        subprocess.Popen(
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
+                                                                          os.environ.get("PYTHONPATH"))))},
+        )
+
+
+def _read_line(stream: Any) -> dict[str, Any] | None:
+    line = stream.readline()
+    return json.loads(line) if line else None
+
+
+def _exchange(client: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
+    with client, client.makefile("rb") as replies:
+        try:
+            client.sendall(json.dumps(request).encode() + b"\n")
+            taken = _read_line(replies)
+        except (ConnectionResetError, BrokenPipeError):
+            taken = None
+        if taken is None:
+            raise _PoolGone
+        try:
+            reply = _read_line(replies)
+        except ConnectionResetError:
+            reply = None
+    if reply is None:
+        return {"rc": EXIT_INTERNAL, "stdout": "",
+                "stderr": f"kernelkit {request['argv'][0]}: internal error: the kit's worker process "
+                          f"{taken.get('pid')} ended while running this job (its log is in the GPU lock directory)\n"}
+    return reply
+
+
+def delegated_exit_code(argv: Sequence[str]) -> int | None:
+    """Run this command in the pool and return its exit code, having printed its output; None when
+    this command is not delegated, or no pool started in time (the caller then runs it itself)."""
+    if not argv or not enabled(argv[0]):
+        return None
+    address = pool_address()
+    request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
+               "client_pid": os.getpid()}
+    deadline = time.monotonic() + START_TIMEOUT_S
+    spawned = False
+    while time.monotonic() < deadline:
+        client = _connect(address)
+        if client is None:
+            if not spawned:
+                _spawn_pool(address)
+                spawned = True
+            time.sleep(CONNECT_RETRY_S)
+            continue
+        try:
+            reply = _exchange(client, request)
+        except _PoolGone:
+            spawned = False
+            continue
+        sys.stdout.write(reply.get("stdout", ""))
+        sys.stderr.write(reply.get("stderr", ""))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(reply.get("rc", EXIT_INTERNAL))
+    print(f"kernelkit {argv[0]}: no kit worker answered within {START_TIMEOUT_S:.0f} s; running in this process",
+          file=sys.stderr)
+    return None
+
+
+# ------------------------------------------------------------------------------------------ pool
+
+
+class Worker:
+    """One process of a pool: runs one job at a time and keeps what jobs can share."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.started_unix_s = time.time()
+        self.jobs = 0
+
+    def describe(self) -> dict[str, Any]:
+        """What the job's record says about the process that ran it."""
+        return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs}
+
+    def run(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The job: its command, parsed and run as `kernelkit` would, its output captured."""
+        from kernelkit import cli, gpujob
+
+        self.jobs += 1
+        out, err = io.StringIO(), io.StringIO()
+        code: int
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _working_directory(request["cwd"]):
+            with gpujob.started_at(float(request["started_unix_s"]), self.describe()):
+                try:
+                    code = cli.main(request["argv"])
+                except SystemExit as ended:  # argparse's one sentence
+                    code = ended.code if isinstance(ended.code, int) else (0 if ended.code is None else 2)
+                except BaseException:  # noqa: BLE001 - KERNELKIT_DEBUG=1 lets the traceback out of cli
+                    import traceback
+
+                    traceback.print_exc()
+                    code = EXIT_INTERNAL
+        healthy = release_device_memory()
+        return {"rc": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
+                "ends_worker": code == EXIT_INTERNAL or not healthy}
+
+
+@contextlib.contextmanager
+def _working_directory(path: str) -> Iterator[None]:
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def release_device_memory() -> bool:
+    """Give every cached device and pinned block back to the driver, holding each GPU this process
+    used shared (freeing is GPU work that must not overlap a timing); False when the device is in
+    error, which no later job can recover from."""
+    import gc
+
+    from kernelkit import gpulock
+
+    gc.collect()
+    cupy = sys.modules.get("cupy")
+    torch = sys.modules.get("torch")
+    try:
+        with gpulock.used_gpus_shared():
+            if cupy is not None:
+                cupy.cuda.runtime.deviceSynchronize()
+                cupy.get_default_memory_pool().free_all_blocks()
+                cupy.get_default_pinned_memory_pool().free_all_blocks()
+            if torch is not None and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - a sticky CUDA error: this context is done for
+        return False
+    return True
+
+
+def _peer_uid(connection: socket.socket) -> int:
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", credentials)[1]
+
+
+def serve(listener: socket.socket, idle_exit_s: float) -> None:
+    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
+    worker = Worker()
+    listener.settimeout(idle_exit_s)
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            break
+        with connection, connection.makefile("rb") as requests:
+            connection.settimeout(None)
+            if _peer_uid(connection) != os.geteuid():
+                continue  # another user's process: it could run commands as this user
+            request = _read_line(requests)
+            if request is None:
+                continue
+            connection.sendall(json.dumps({"pid": worker.pid}).encode() + b"\n")
+            reply = worker.run(request)
+            with contextlib.suppress(OSError):  # the job was killed meanwhile; its record is written atomically
+                connection.sendall(json.dumps(reply).encode() + b"\n")
+        if reply["ends_worker"]:
+            break
+    retire()
+
+
+def retire() -> None:
+    """Destroy this worker's CUDA context inside a shared hold (its teardown must not overlap a
+    timing), note it as leaving the GPU's members, and exit."""
+    from kernelkit import gpulock
+
+    cupy = sys.modules.get("cupy")
+    with contextlib.suppress(Exception), gpulock.used_gpus_shared():
+        if cupy is not None:
+            cupy.cuda.runtime.deviceReset()
+    gpulock.note_leaving()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def pool_size() -> int:
+    try:
+        return max(1, int(os.environ.get(PROCESSES_VARIABLE, "1")))
+    except ValueError:
+        return 1
+
+
+def idle_exit_s() -> float:
+    try:
+        return max(1.0, float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_EXIT_S)))
+    except ValueError:
+        return DEFAULT_IDLE_EXIT_S
+
+
+def pool_main() -> None:
+    """Entry of a pool's first process: take the socket name (or leave: another pool has it),
+    fork the other processes before anything touches CUDA, and serve."""
+    address = "\0" + sys.argv[1]
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(address)
+    except OSError:
+        return
+    listener.listen(128)
+    for _ in range(pool_size() - 1):
+        if os.fork() == 0:
+            break
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}", flush=True)
+    # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
+    import kernelkit.cli  # noqa: F401
+    import kernelkit.device  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import cupy  # noqa: F401
+    serve(listener, idle_exit_s())
