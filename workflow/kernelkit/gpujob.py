@@ -9,7 +9,6 @@ alone, a watcher of other processes (kernelkit.foreign) and the optional wait fo
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
