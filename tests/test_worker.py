@@ -153,3 +153,32 @@ def test_only_the_set_up_heavy_gpu_stages_are_delegated(monkeypatch):
         "time", "span", "correctness", "control"]
     monkeypatch.setenv(worker.WORKER_VARIABLE, "0")
     assert not worker.enabled("time")
+
+
+def test_kept_inputs_are_the_same_arrays_read_only_and_bounded(tmp_path):
+    import shutil
+
+    import numpy as np
+
+    from kernelkit import inputs, spec as specs
+
+    kept = inputs.KeptInputs(limit_bytes=3 * 512 * 128 * 4)
+    rmsnorm = specs.load("rmsnorm")
+    first = kept.get(rmsnorm, "512x128")
+    assert kept.get(rmsnorm, "512x128") is first
+    fresh = inputs._made_inputs(rmsnorm, "512x128")
+    assert first.keys() == fresh.keys() and all(np.array_equal(first[k], fresh[k]) for k in fresh)
+    assert not any(array.flags.writeable for array in first.values())
+    with pytest.raises(ValueError):
+        first["x"][0, 0] = 1.0
+    kept.get(rmsnorm, "4x128")
+    kept.get(rmsnorm, "1024x128")  # over the limit with the first: the least recently used goes
+    assert kept.bytes() <= kept.limit_bytes
+    assert kept.get(rmsnorm, "512x128") is not first
+    # An edited spec.py makes its own arrays.
+    copy = tmp_path / "kernels"
+    shutil.copytree(REPO / "kernels" / "rmsnorm", copy / "rmsnorm")
+    edited = specs.load("rmsnorm", copy)
+    before = kept.get(edited, "4x128")
+    (copy / "rmsnorm" / "spec.py").write_text((copy / "rmsnorm" / "spec.py").read_text() + "\n# edited\n")
+    assert kept.get(specs.load("rmsnorm", copy), "4x128") is not before

@@ -337,8 +337,22 @@ def pool_main() -> None:
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}", flush=True)
     # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
     import kernelkit.cli  # noqa: F401
-    import kernelkit.device  # noqa: F401
+    from kernelkit import inputs
 
+    inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
     serve(listener, idle_exit_s())
+
+
+KEPT_INPUTS_MAX_BYTES = 4 << 30
+
+
+def kept_input_bytes(processes: int) -> int:
+    """What each worker may keep of timing inputs (kernelkit.inputs.KeptInputs): at most 4 GiB,
+    and all the pool's processes together at most a quarter of the host's memory."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+    return min(KEPT_INPUTS_MAX_BYTES, memory // (4 * processes))
