@@ -182,3 +182,34 @@ def test_kept_inputs_are_the_same_arrays_read_only_and_bounded(tmp_path):
     before = kept.get(edited, "4x128")
     (copy / "rmsnorm" / "spec.py").write_text((copy / "rmsnorm" / "spec.py").read_text() + "\n# edited\n")
     assert kept.get(specs.load("rmsnorm", copy), "4x128") is not before
+
+
+def _workers_by_card(run):
+    """{gpu uuid: {worker pid: job numbers}} over a committed run's records, and the stages whose
+    records name no worker."""
+    by_card, own_process = {}, set()
+    for path in (REPO / "results" / run).rglob("*.json"):
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or not isinstance(record.get("job"), dict):
+            continue
+        ran_in = record["job"].get("worker")
+        stage = path.relative_to(REPO / "results" / run).parts[0]
+        if ran_in is None:
+            own_process.add(stage)
+            continue
+        by_card.setdefault(record.get("gpu_uuid"), {}).setdefault(ran_in["pid"], []).append(ran_in["job_number"])
+    return by_card, own_process
+
+
+@pytest.mark.parametrize("run, processes, cards", [("h200-s1", 1, 1), ("h200-p1", 8, 1), ("h200-w2x2", 8, 2)])
+def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, processes, cards):
+    """--cores 1 makes one worker process, all cores at most 8 per GPU; only the few stages that are
+    not delegated (environment, ceilings) ran in processes of their own; each worker numbered its
+    jobs 1, 2, 3, ... without a gap (no job of it went unrecorded or ran twice)."""
+    by_card, own_process = _workers_by_card(run)
+    assert len(by_card) == cards
+    assert all(len(pids) == processes for pids in by_card.values())
+    assert own_process <= {"environment.json", "ceilings", "gpus"}
+    for pids in by_card.values():
+        for numbers in pids.values():
+            assert sorted(numbers) == list(range(1, len(numbers) + 1))
