@@ -189,6 +189,15 @@ def correctness_files(kernel):
     )
 
 
+def control_gate_files(kernel):
+    """The correctness records a kernel's negative controls wait for: those of its configured
+    hand-written layouts. A library layout has no source to mutate, and its correctness job (Torch
+    alone takes seconds to import) need not hold the controls, and so every timing, back. With
+    library layouts only, the controls still come after their correctness."""
+    own = [name for name in LAYOUTS[kernel] if not SPECS[kernel].is_baseline(name)]
+    return frozen([paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name) for name in own or LAYOUTS[kernel]])
+
+
 def hand_written_layouts(kernel):
     """Negative controls mutate the CUDA source, so they run every hand-written layout of the
     spec (a control aimed at one layout must be caught even when only another is configured),

@@ -23,7 +23,7 @@ rule correctness:
 rule negative_control:
     input:
         sources=kernel_sources,
-        correctness=lambda wildcards: correctness_files(wildcards.kernel),
+        correctness=lambda wildcards: control_gate_files(wildcards.kernel),
     output:
         paths.CONTROL,
     log:
