@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from kernelkit import KitError
 from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, leavers_path, members_path
-from kernelkit.worker import process_started_unix_s
+from kernelkit.jobstart import process_started_unix_s
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:

@@ -42,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from kernelkit.jobstart import process_started_unix_s
+
 WORKER_VARIABLE = "KERNELKIT_WORKER"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
 IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
@@ -57,22 +59,6 @@ START_TIMEOUT_S = 60.0
 CONNECT_RETRY_S = 0.05
 DEFAULT_IDLE_EXIT_S = 30.0
 EXIT_INTERNAL = 3
-
-
-def process_started_unix_s() -> float | None:
-    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
-
-    A job's cost is mostly start-up and imports, which a clock started in Python would miss.
-    """
-    try:
-        with open("/proc/self/stat", encoding="ascii") as handle:
-            after_name = handle.read().rsplit(")", 1)[1].split()
-        with open("/proc/uptime", encoding="ascii") as handle:
-            uptime_s = float(handle.read().split()[0])
-    except (OSError, IndexError, ValueError):
-        return None
-    age_s = uptime_s - int(after_name[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
-    return time.time() - age_s
 
 
 def _kit_fingerprint() -> str:
