@@ -151,10 +151,11 @@ def kernel_time_samples(
     """
     import cupy as cp
 
+    from kernelkit import device
     from kernelkit.library import on_stream
 
     lead = lead if lead is not None else HostLead(method.host_lead_us)
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = device.measurement_stream()
     start, end = cp.cuda.Event(), cp.cuda.Event()
     with on_stream(stream):
         for _ in range(method.warmup_launches):

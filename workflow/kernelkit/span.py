@@ -63,9 +63,10 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
     """Per implementation: {round, us, t0, t1} for every warmed single-call span (t0, t1: its host window)."""
     import cupy as cp
 
+    from kernelkit import device
     from kernelkit.library import on_stream
 
-    stream = cp.cuda.Stream(non_blocking=True)
+    stream = device.measurement_stream()
     start, end = cp.cuda.Event(), cp.cuda.Event()
     names = list(calls)
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in names}

@@ -236,7 +236,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
         implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
-        stream = cp.cuda.Stream(non_blocking=True)
+        stream = device.measurement_stream()
         with library.on_stream(stream):
             for _ in range(5):
                 implementation.call()
