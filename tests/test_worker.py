@@ -213,3 +213,21 @@ def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, proces
     for pids in by_card.values():
         for numbers in pids.values():
             assert sorted(numbers) == list(range(1, len(numbers) + 1))
+
+
+@pytest.mark.parametrize("run, jobs, processes", [("h200-s1", 261, 1), ("h200-p1", 261, 8), ("h200-f1", 0, 0)])
+def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, processes):
+    """Counted from the committed records' job clocks; a run made before workers says nothing of them."""
+    from kernelkit.records import run_time
+    from kernelkit.report import quality
+    from kernelkit.report.run import Run
+
+    loaded = Run(REPO / "results" / run)
+    text = quality.run_time_paragraphs(loaded)[0].text
+    records = loaded.timings + loaded.cold + loaded.spans + loaded.correctness + loaded.controls + list(loaded.ceilings.values())
+    timed = run_time(records)
+    assert (timed["worker_jobs"], timed["worker_processes"]) == (jobs, processes)
+    if jobs:
+        assert f" {jobs} of the jobs ran in {processes} long-lived worker process" in text
+    else:
+        assert "worker" not in text

@@ -175,4 +175,8 @@ def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
         "lock_held_s_total": sum(job["lock_held_s"] for job in jobs),
         # Records from before the shared hold held the lock exclusively throughout.
         "exclusive_held_s_total": sum(job.get("exclusive_held_s", job["lock_held_s"]) for job in jobs),
+        # Jobs run by long-lived worker processes (kernelkit.worker), and how many processes those were.
+        "worker_jobs": sum(1 for job in jobs if job.get("worker")),
+        "worker_processes": len({(job["worker"]["pid"], job["worker"]["started_unix_s"]) for job in jobs
+                                 if job.get("worker")}),
     }

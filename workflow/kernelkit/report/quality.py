@@ -68,6 +68,9 @@ def run_time_paragraphs(run: Run) -> list[doc.Block]:
             f"jobs at a time on average). They held the GPU lock {timed['lock_held_s_total']:.1f} s in all, "
             f"{timed['exclusive_held_s_total']:.1f} s of it alone on the GPU, and waited "
             f"for it {wait['total']:.1f} s in all (median {wait['median']:.2f} s, longest {wait['max']:.2f} s per job).")
+    if timed["worker_jobs"]:
+        text += (f" {timed['worker_jobs']} of the jobs ran in {timed['worker_processes']} long-lived worker "
+                 f"process{'es' if timed['worker_processes'] != 1 else ''}, the others in processes of their own.")
     if timed["without_job_time"]:
         text += f" {timed['without_job_time']} records carry no job clock and are not counted."
     return [doc.Paragraph(text)]
