@@ -237,7 +237,7 @@ SPEC = KernelSpec(
     layouts={
         "block": {"entry": "layernorm_block", "threads": 256},
         "warp": {"entry": "layernorm_warp", "threads": 32 * WARPS_PER_BLOCK},
-        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512},
+        "vec": {"entry": "layernorm_vec", "vec": 8, "rows_per_block": 4, "max_threads": 512, "min_blocks": 1},
         "stream": {"entry": "layernorm_stream", "threads": 256, "capacity": 4096, "blocks_per_sm": 4},
         "pipe": {"entry": "layernorm_pipe", "threads": 256, "capacity": 4096, "blocks_per_sm": 4, "hint": 0},
     },
