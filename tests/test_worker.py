@@ -18,7 +18,7 @@ from conftest import REPO, default_config, kit_env
 
 from kernelkit.records import write_record
 from kernelkit.timing import TimingSettings
-from kernelkit import worker
+from kernelkit import worker_client as worker
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def _pool_pids(name):
 
 
 def _address(env):
-    code = "from kernelkit.worker import pool_address; print(repr(pool_address()))"
+    code = "from kernelkit.worker_client import pool_address; print(repr(pool_address()))"
     return eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
                                check=True).stdout)
 
@@ -75,6 +75,7 @@ def _skipped_timing(tmp_path, name):
 
 
 def test_jobs_run_one_after_another_in_the_same_worker_with_their_own_clock(tmp_path, pool_env):
+    pool_env = {**pool_env, "KERNELKIT_WORKER_PROCESSES": "1"}  # unkeyed: the fixture's pool, of one process
     argv, first = _skipped_timing(tmp_path, "first")
     began = time.time()
     done = _kit(argv, pool_env)

@@ -1,6 +1,6 @@
 import sys
 
-from kernelkit.worker import delegated_exit_code
+from kernelkit.worker_client import delegated_exit_code
 
 # A GPU stage in a workflow job runs in the GPU's worker pool (kernelkit.worker) before the kit's
 # own imports are paid for here.

@@ -47,7 +47,7 @@ def _same_kit_environment() -> dict[str, str]:
     """The environment for a child `kernelkit`: this process's package first on the path, so the
     child under the tool runs this kit even where another copy is installed; and no worker pool,
     since the tool must watch the child's own process (kernelkit.worker)."""
-    from kernelkit.worker import WORKER_VARIABLE
+    from kernelkit.worker_client import WORKER_VARIABLE
 
     package_parent = str(Path(__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")

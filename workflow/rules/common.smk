@@ -22,7 +22,7 @@ from kernelkit.checks import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
-from kernelkit.worker import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 
 
 def refuse(sentence):

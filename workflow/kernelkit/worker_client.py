@@ -1,0 +1,149 @@
+"""What a workflow job's own process does with a GPU stage: hand it to the GPU's worker pool
+(kernelkit.worker) and print what the pool ran, or say that it runs the stage itself.
+
+Apart from the pool, and on the standard library only: a job's process pays Python's start and
+nothing more before its arguments are on their way, and the modules the stages import (the
+sanitizer's children read WORKER_VARIABLE) do not import the pool, which runs those stages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from kernelkit.jobstart import process_started_unix_s
+
+WORKER_VARIABLE = "KERNELKIT_WORKER"
+PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
+IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
+# The stages whose jobs are many and whose cost is mostly set-up. The sanitizer's and Nsight
+# Compute's children run under their tool, so they must stay processes of their own
+# (kernelkit.tools gives them KERNELKIT_WORKER=0).
+DELEGATED = frozenset({"time", "span", "correctness", "control"})
+# Environment that decides what a job does on which GPU: a pool serves only jobs that agree on it.
+KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
+                  "SLURM_STEP_ID")
+UNKEYED = frozenset({WORKER_VARIABLE, PROCESSES_VARIABLE, IDLE_VARIABLE})
+START_TIMEOUT_S = 60.0
+CONNECT_RETRY_S = 0.05
+DEFAULT_IDLE_EXIT_S = 30.0
+EXIT_INTERNAL = 3
+
+
+def _kit_fingerprint() -> str:
+    """The kit's own code as this process would import it: path, size and change time of each module."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"{sys.executable}\0{package}\0".encode())
+    for path in sorted(package.rglob("*.py")):
+        info = path.stat()
+        digest.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    for name in sorted(os.environ):
+        if name.startswith(KEYED_PREFIXES) and name not in UNKEYED:
+            digest.update(f"{name}={os.environ[name]}\0".encode())
+    return digest.hexdigest()[:24]
+
+
+def pool_address() -> str:
+    """The abstract socket name of the pool this process's jobs belong to (see the module's docstring)."""
+    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}"
+
+
+def enabled(command: str | None) -> bool:
+    return os.environ.get(WORKER_VARIABLE) == "1" and command in DELEGATED
+
+
+class _PoolGone(Exception):
+    """The pool closed the connection before taking the job: it was ending; start another."""
+
+
+def _connect(address: str) -> socket.socket | None:
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(address)
+    except (ConnectionRefusedError, FileNotFoundError):
+        client.close()
+        return None
+    return client
+
+
+def _spawn_pool(address: str) -> None:
+    """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
+    its output goes to the lock directory's worker log, not to this job's log."""
+    log_dir = Path(os.environ.get("KERNELKIT_LOCK_DIR") or "/tmp/kernelkit-locks")
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(log_dir / f"kernelkit-worker-{os.geteuid()}.log", "ab")  # noqa: SIM115 - handed to the child
+    except OSError:
+        log = open(os.devnull, "ab")  # noqa: SIM115
+    with log:
+        subprocess.Popen(
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
+                                                                          os.environ.get("PYTHONPATH"))))},
+        )
+
+
+def read_line(stream: Any) -> dict[str, Any] | None:
+    line = stream.readline()
+    return json.loads(line) if line else None
+
+
+def _exchange(client: socket.socket, request: dict[str, Any]) -> dict[str, Any]:
+    with client, client.makefile("rb") as replies:
+        try:
+            client.sendall(json.dumps(request).encode() + b"\n")
+            taken = read_line(replies)
+        except (ConnectionResetError, BrokenPipeError):
+            taken = None
+        if taken is None:
+            raise _PoolGone
+        try:
+            reply = read_line(replies)
+        except ConnectionResetError:
+            reply = None
+    if reply is None:
+        return {"rc": EXIT_INTERNAL, "stdout": "",
+                "stderr": f"kernelkit {request['argv'][0]}: internal error: the kit's worker process "
+                          f"{taken.get('pid')} ended while running this job (its log is in the GPU lock directory)\n"}
+    return reply
+
+
+def delegated_exit_code(argv: Sequence[str]) -> int | None:
+    """Run this command in the pool and return its exit code, having printed its output; None when
+    this command is not delegated, or no pool started in time (the caller then runs it itself)."""
+    if not argv or not enabled(argv[0]):
+        return None
+    address = pool_address()
+    request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
+               "client_pid": os.getpid()}
+    deadline = time.monotonic() + START_TIMEOUT_S
+    spawned = False
+    while time.monotonic() < deadline:
+        client = _connect(address)
+        if client is None:
+            if not spawned:
+                _spawn_pool(address)
+                spawned = True
+            time.sleep(CONNECT_RETRY_S)
+            continue
+        try:
+            reply = _exchange(client, request)
+        except _PoolGone:
+            spawned = False
+            continue
+        sys.stdout.write(reply.get("stdout", ""))
+        sys.stderr.write(reply.get("stderr", ""))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return int(reply.get("rc", EXIT_INTERNAL))
+    print(f"kernelkit {argv[0]}: no kit worker answered within {START_TIMEOUT_S:.0f} s; running in this process",
+          file=sys.stderr)
+    return None
