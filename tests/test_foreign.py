@@ -331,9 +331,11 @@ def test_with_the_members_known_an_outsider_that_stopped_long_ago_is_not_foreign
 
 def test_a_kit_process_that_logged_its_leaving_is_no_outsider_while_its_context_lingers(tmp_path):
     """Seen on an H200: a racecheck child's membership ended before NVML stopped listing it, with
-    the busy samples of its last (locked) work just before a timing began."""
+    the busy samples of its last (locked) work just before a timing began. The stretch starts
+    0.1 s before a driver tick, so that tick's sample still holds the last 0.05 s of that work."""
     period = 0.2
-    t0 = time.time()
+    t0 = (math.floor(time.time() / period) + 1) * period - 0.1
+    time.sleep(max(0.0, t0 - time.time()))
     device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0 - 1.0, t0 - 0.05)]}, period_s=period)
     time.sleep(0.25)
     leavers = tmp_path / "kernelkit-gpu-x.left"
