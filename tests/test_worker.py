@@ -232,3 +232,31 @@ def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, proces
         assert f" {jobs} of the jobs ran in {processes} long-lived worker process" in text
     else:
         assert "worker" not in text
+
+
+def test_a_worker_whose_job_lost_its_own_process_ends_and_lets_the_gpu_go(tmp_path, pool_env):
+    """Snakemake stopping a job kills the job's own process: the worker running it must not go on
+    with it (and hold the GPU lock for a job nobody waits for). Here the job hangs loading its
+    kernel folder, whose spec.py sleeps."""
+    import shutil
+
+    kernels = tmp_path / "kernels"
+    shutil.copytree(REPO / "kernels" / "rmsnorm", kernels / "rmsnorm")
+    spec = kernels / "rmsnorm" / "spec.py"
+    spec.write_text(spec.read_text() + "\nimport time\n\ntime.sleep(120)\n")
+    env = {**pool_env, "KERNELKIT_WORKER_PROCESSES": "1", "KERNELKIT_KERNELS": str(kernels)}
+    client = subprocess.Popen([sys.executable, "-m", "kernelkit", "correctness", "--kernel", "rmsnorm"], env=env,
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    address = _address(env)
+    deadline = time.monotonic() + 30
+    while not _pool_pids(address[1:]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the worker has taken the job and sleeps in it
+    assert _listening(address) and client.poll() is None
+    client.kill()
+    client.wait()
+    deadline = time.monotonic() + 10
+    while _listening(address) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _listening(address), "the worker went on with a job whose process was killed"
+    assert not _pool_pids(address[1:])

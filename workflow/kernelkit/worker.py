@@ -36,10 +36,14 @@ import os
 import socket
 import struct
 import sys
+import threading
 import time
 from typing import Any, Iterator
 
 from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, PROCESSES_VARIABLE, read_line
+
+# The exit status of a worker that ended because the job it ran lost its own process.
+EXIT_JOB_GONE = 4
 
 class Worker:
     """One process of a pool: runs one job at a time and keeps what jobs can share."""
@@ -115,6 +119,31 @@ def _peer_uid(connection: socket.socket) -> int:
     return struct.unpack("3i", credentials)[1]
 
 
+# How often a worker looks whether the job it runs still has its own process.
+CLIENT_POLL_S = 0.5
+
+
+def _end_with_the_job(connection: socket.socket, running: threading.Event) -> None:
+    """End this worker when the job's own process has gone (Snakemake stopped, a timeout, a kill)
+    while the worker still runs the job. Why: a job in its own process stopped its GPU work and
+    let its lock go by dying; a worker that went on with a job nobody waits for, and perhaps a
+    kernel that never ends, would hold the GPU from every later job. Its records are written
+    atomically, so nothing is left half-written."""
+    while running.is_set():
+        time.sleep(CLIENT_POLL_S)
+        try:
+            gone = connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone and running.is_set():
+            from kernelkit import gpulock
+
+            gpulock.note_leaving()
+            os._exit(EXIT_JOB_GONE)
+
+
 def serve(listener: socket.socket, idle_exit_s: float) -> None:
     """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
     worker = Worker()
@@ -132,8 +161,12 @@ def serve(listener: socket.socket, idle_exit_s: float) -> None:
             if request is None:
                 continue
             connection.sendall(json.dumps({"pid": worker.pid}).encode() + b"\n")
+            running = threading.Event()
+            running.set()
+            threading.Thread(target=_end_with_the_job, args=(connection, running), daemon=True).start()
             reply = worker.run(request)
-            with contextlib.suppress(OSError):  # the job was killed meanwhile; its record is written atomically
+            running.clear()
+            with contextlib.suppress(OSError):
                 connection.sendall(json.dumps(reply).encode() + b"\n")
         if reply["ends_worker"]:
             break
