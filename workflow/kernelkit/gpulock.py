@@ -327,6 +327,11 @@ def end_process(code: int) -> None:
     os._exit(code)
 
 
+def has_used_gpu() -> bool:
+    """Whether this process has done GPU work under the lock (it is a member of some GPU's lock)."""
+    return bool(_memberships)
+
+
 @contextlib.contextmanager
 def used_gpus_shared() -> Iterator[None]:
     """Hold every GPU this process has used, shared, for GPU work between jobs in a process that

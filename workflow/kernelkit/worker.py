@@ -45,6 +45,7 @@ from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VAR
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
 
+
 class Worker:
     """One process of a pool: runs one job at a time and keeps what jobs can share."""
 
@@ -101,13 +102,18 @@ def release_device_memory() -> bool:
     gc.collect()
     cupy = sys.modules.get("cupy")
     torch = sys.modules.get("torch")
+    torch_on_gpu = torch is not None and torch.cuda.is_initialized()
+    cached = cupy is not None and (cupy.get_default_memory_pool().total_bytes() > 0
+                                   or cupy.get_default_pinned_memory_pool().n_free_blocks() > 0)
+    if not (gpulock.has_used_gpu() or cached or torch_on_gpu):
+        return True  # a job that never reached the GPU: asking the device would create a context
     try:
         with gpulock.used_gpus_shared():
             if cupy is not None:
                 cupy.cuda.runtime.deviceSynchronize()
                 cupy.get_default_memory_pool().free_all_blocks()
                 cupy.get_default_pinned_memory_pool().free_all_blocks()
-            if torch is not None and torch.cuda.is_initialized():
+            if torch_on_gpu:
                 torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001 - a sticky CUDA error: this context is done for
         return False
