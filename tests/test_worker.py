@@ -260,3 +260,13 @@ def test_a_worker_whose_job_lost_its_own_process_ends_and_lets_the_gpu_go(tmp_pa
         time.sleep(0.1)
     assert not _listening(address), "the worker went on with a job whose process was killed"
     assert not _pool_pids(address[1:])
+
+
+def test_a_long_worker_log_is_set_aside_when_the_next_pool_starts(tmp_path, pool_env):
+    log = Path(pool_env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"x" * (worker.LOG_KEEP_BYTES + 1))
+    argv, _ = _skipped_timing(tmp_path, "logged")
+    assert _kit(argv, pool_env).returncode == 0
+    assert (log.parent / (log.name + ".1")).stat().st_size == worker.LOG_KEEP_BYTES + 1
+    assert log.stat().st_size < 1000 and b"serving" in log.read_bytes()

@@ -35,6 +35,8 @@ START_TIMEOUT_S = 60.0
 CONNECT_RETRY_S = 0.05
 DEFAULT_IDLE_EXIT_S = 30.0
 EXIT_INTERNAL = 3
+# The worker log grows by a few lines per pool; past this size a new one is begun.
+LOG_KEEP_BYTES = 1 << 20
 
 
 def _kit_fingerprint() -> str:
@@ -77,9 +79,12 @@ def _spawn_pool(address: str) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
     its output goes to the lock directory's worker log, not to this job's log."""
     log_dir = Path(os.environ.get("KERNELKIT_LOCK_DIR") or "/tmp/kernelkit-locks")
+    path = log_dir / f"kernelkit-worker-{os.geteuid()}.log"
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(log_dir / f"kernelkit-worker-{os.geteuid()}.log", "ab")  # noqa: SIM115 - handed to the child
+        if path.is_file() and path.stat().st_size > LOG_KEEP_BYTES:
+            path.replace(path.with_name(path.name + ".1"))  # one older log is kept; a pool writing it goes on
+        log = open(path, "ab")  # noqa: SIM115 - handed to the child
     except OSError:
         log = open(os.devnull, "ab")  # noqa: SIM115
     with log:
