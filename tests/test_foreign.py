@@ -14,7 +14,7 @@ import pytest
 
 from conftest import sampler_settings
 
-from kernelkit import foreign, gpujob, gpulock, sampler
+from kernelkit import foreign, gpujob, gpulock, membership, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
 SETTINGS = sampler_settings(interval_ms=10.0)
@@ -270,7 +270,7 @@ def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path,
         time.sleep(0.1)
         reading = gpu.watcher.read()
         # The kit's members are known where the kernel lists its locks; the period rule otherwise.
-        members_known = foreign.lock_members(gpulock.members_path(Path(gpu.work.lock_path))) is not None
+        members_known = foreign.lock_members(membership.members_path(Path(gpu.work.lock_path))) is not None
         assert reading["foreign_pids"] == []
         assert reading["foreign_rule"] == ("by_pid_and_members" if members_known else "by_pid")
         assert any(s["pid"] == me and s["sm_util"] > 0 and s["judged"] for s in reading["processes"])

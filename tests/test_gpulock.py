@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, kit_env
 
-from kernelkit import KitError, gpujob, gpulock
+from kernelkit import KitError, gpujob, gpulock, membership
 
 KEY = "GPU-12345678-abcd-ef01-2345-6789abcdef01"
 
@@ -426,8 +426,8 @@ def test_a_command_keeping_its_hold_ends_at_once_with_its_code_and_lets_go(lock_
     # It logged its leaving first, so a watcher still seeing its context counts it as the kit.
     from kernelkit import foreign
 
-    members = gpulock.members_path(lock_dir / gpulock.lock_name(KEY))
-    assert foreign.recent_leavers(gpulock.leavers_path(members)) == {ender.pid}
+    members = membership.members_path(lock_dir / gpulock.lock_name(KEY))
+    assert foreign.recent_leavers(membership.leavers_path(members)) == {ender.pid}
     gpulock.end_process(0)  # this process keeps nothing: it returns
 
 
@@ -435,7 +435,7 @@ def test_every_process_that_used_the_gpu_is_a_member_until_it_exits(lock_dir, tm
     """The kernel's own table of locks names the kit's processes on a GPU (kernelkit.foreign)."""
     from kernelkit import foreign
 
-    members = gpulock.members_path(lock_dir / gpulock.lock_name(KEY))
+    members = membership.members_path(lock_dir / gpulock.lock_name(KEY))
     holder, _ = start_holder(tmp_path, hold_s=0.5)
     if foreign.lock_members(members) is None:
         holder.communicate(timeout=30)

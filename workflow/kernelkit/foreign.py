@@ -17,7 +17,7 @@ utilisation since the kit's own work began, or, with no sample since, was busy i
 sample of the last `WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each
 process only every so often, longer than most timed stretches, so judging only the samples that
 lie wholly inside the stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200,
-2026-11-30). A kit process that is ending logs its pid first (kernelkit.gpulock.note_leaving)
+2026-11-30). A kit process that is ending logs its pid first (kernelkit.membership.note_leaving)
 and counts as the kit for a while after: the kernel drops its lock before the driver has torn
 down its context, and meanwhile NVML lists it with the samples of its last locked work.
 Without the list, only samples whose whole period lies after the lock was taken are
@@ -218,7 +218,7 @@ def lock_members(path: str | os.PathLike[str], locks_table: str = "/proc/locks")
     return pids
 
 
-# How long a kit process that logged its leaving (kernelkit.gpulock.note_leaving) stays excused:
+# How long a kit process that logged its leaving (kernelkit.membership.note_leaving) stays excused:
 # its context outlives its membership only while the driver tears it down, well under this.
 LEFT_MEMORY_S = 30.0
 

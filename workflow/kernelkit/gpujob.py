@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kernelkit import KitError
-from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work, leavers_path, members_path
+from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work
 from kernelkit.jobstart import process_started_unix_s
+from kernelkit.membership import leavers_path, members_path
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:

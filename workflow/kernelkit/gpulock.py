@@ -11,13 +11,13 @@ How: `fcntl.flock` on `<lock_dir>/kernelkit-gpu-<uuid>.lock`, shared or exclusiv
 files order the holders (`_take`): while a process wants the GPU alone (`.want`), no new shared
 holder comes in, and exclusive holders pass a `.gate` one at a time. A fourth, `.members`, every
 kit process using the GPU shares until it exits, so the kernel's table of locks names them
-(kernelkit.foreign). The kernel drops a lock when the holder's file is closed, which it does when
-the process dies (even by SIGKILL), so there is no stale pid file to clean up. The directory is
-system-wide by default (/tmp/kernelkit-locks, mode 1777 like /tmp) so every clone and user meets
-the same lock; `gpu_lock.dir` in the config or KERNELKIT_LOCK_DIR in the environment moves it
-(the variable wins, so one shell can isolate a test). The file's text names the last exclusive
-holder (pid, host, times); that is for people and for excluding its trailing utilisation
-samples, never for deciding who holds it.
+(kernelkit.membership, read by kernelkit.foreign). The kernel drops a lock when the holder's
+file is closed, which it does when the process dies (even by SIGKILL), so there is no stale pid
+file to clean up. The directory is system-wide by default (/tmp/kernelkit-locks, mode 1777 like
+/tmp) so every clone and user meets the same lock; `gpu_lock.dir` in the config or
+KERNELKIT_LOCK_DIR in the environment moves it (the variable wins, so one shell can isolate a
+test). The file's text names the last exclusive holder (pid, host, times); that is for people
+and for excluding its trailing utilisation samples, never for deciding who holds it.
 
 Exclusive (nothing else of the kit on the GPU): warm-up and timed samples (graph upload,
   untimed replays, clock wait) and the uploads of later buffer placements, spans, ceilings,
@@ -61,13 +61,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from kernelkit import KitError
+from kernelkit import KitError, membership
+from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE, open_lock_file
 
-DEFAULT_LOCK_DIR = "/tmp/kernelkit-locks"
-LOCK_DIR_VARIABLE = "KERNELKIT_LOCK_DIR"
 # Sticky and writable by all, like /tmp: every user may create a lock file, none may delete another's.
 LOCK_DIR_MODE = 0o1777
-LOCK_FILE_MODE = 0o666
 
 
 def _schema_default(key: str) -> Any:
@@ -165,21 +163,6 @@ def ensure_lock_dir(path: Path) -> Path:
     return path
 
 
-def _open_lock_file(path: Path) -> int:
-    """A descriptor on the lock file, creating it readable and writable by all.
-
-    flock needs no write access, so a file another user made and did not share still locks.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, LOCK_FILE_MODE)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    with contextlib.suppress(PermissionError):
-        if os.fstat(fd).st_uid == os.geteuid():
-            os.fchmod(fd, LOCK_FILE_MODE)
-    return fd
-
-
 def _read_holder(fd: int) -> dict[str, str]:
     """The key=value lines the last holder wrote, or nothing."""
     os.lseek(fd, 0, os.SEEK_SET)
@@ -209,9 +192,6 @@ class _Hold:
     kept_until_exit: bool = False
 
 
-# The `.members` file of each GPU this process has used, held shared until it exits: the kernel's
-# list of locks then names every kit process on that GPU (kernelkit.foreign.lock_members).
-_memberships: dict[Path, int] = {}
 # GPUs this process holds now, so nested stages do not wait on themselves (a second flock on a
 # new descriptor of the same file conflicts even within one process).
 _held: dict[str, _Hold] = {}
@@ -267,30 +247,10 @@ def _share_after_exclusive(hold: _Hold) -> None:
     hold.mode = SHARED
 
 
-def members_path(lock_path: Path) -> Path:
-    """The file every kit process using this GPU shares a lock on until it exits."""
-    return lock_path.with_suffix(".members")
-
-
-def leavers_path(members: Path) -> Path:
-    """The log of kit processes that are ending: `pid unix_time` per line (kernelkit.foreign.recent_leavers)."""
-    return members.with_suffix(".left")
-
-
-def note_leaving() -> None:
-    """Log this process as a kit member that is ending, before its membership goes: the kernel drops
-    the flock at exit before the driver has torn down the CUDA context, and NVML lists the pid
-    meanwhile (an H200 run of 2026-11-30 called exiting racecheck children foreign)."""
-    line = f"{os.getpid()} {time.time():.3f}\n".encode()
-    for members in _memberships:
-        with contextlib.suppress(OSError):  # a log another user did not share: this pid stays unexcused
-            fd = os.open(leavers_path(members), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, LOCK_FILE_MODE)
-            try:
-                if os.fstat(fd).st_uid == os.geteuid():
-                    os.fchmod(fd, LOCK_FILE_MODE)
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+def _open_hold(lock_path: Path, mode: str) -> _Hold:
+    """Descriptors on a GPU's lock, gate and want files, holding nothing yet."""
+    return _Hold(open_lock_file(lock_path), open_lock_file(lock_path.with_suffix(".gate")),
+                 open_lock_file(lock_path.with_suffix(".want")), mode)
 
 
 def _close(hold: _Hold) -> None:
@@ -299,7 +259,7 @@ def _close(hold: _Hold) -> None:
 
 
 def end_process(code: int) -> None:
-    """End a command: log it as leaving its GPUs (note_leaving); then, when it keeps a GPU hold
+    """End a command: log it as leaving its GPUs (membership.note_leaving); then, when it keeps a GPU hold
     until exit, destroy its CUDA context inside the hold, let the hold go, and exit at once with
     `code`. Returns when no hold is kept.
 
@@ -309,7 +269,7 @@ def end_process(code: int) -> None:
     files by now, and the output streams are flushed first. Where the context cannot be
     destroyed explicitly, the process exits normally and the kernel drops the hold at exit.
     """
-    note_leaving()
+    membership.note_leaving()
     kept = [key for key, hold in _held.items() if hold.kept_until_exit]
     if not kept:
         return
@@ -327,11 +287,6 @@ def end_process(code: int) -> None:
     os._exit(code)
 
 
-def has_used_gpu() -> bool:
-    """Whether this process has done GPU work under the lock (it is a member of some GPU's lock)."""
-    return bool(_memberships)
-
-
 @contextlib.contextmanager
 def used_gpus_shared() -> Iterator[None]:
     """Hold every GPU this process has used, shared, for GPU work between jobs in a process that
@@ -340,10 +295,8 @@ def used_gpus_shared() -> Iterator[None]:
     holds: list[_Hold] = []
     try:
         if not _held:
-            for membership in list(_memberships):
-                path = membership.with_suffix(".lock")
-                hold = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
-                             _open_lock_file(path.with_suffix(".want")), SHARED)
+            for path in membership.lock_paths():
+                hold = _open_hold(path, SHARED)
                 holds.append(hold)
                 _take(hold, SHARED, GpuWork(key=path.name, lock_path=str(path), mode=SHARED))
         yield
@@ -385,13 +338,9 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
             record.held_s = round(time.monotonic() - began, 6)
         return
     upgrading = record.upgraded = hold is not None
-    membership = members_path(path)
-    if membership not in _memberships:
-        _memberships[membership] = _open_lock_file(membership)
-        fcntl.flock(_memberships[membership], fcntl.LOCK_SH)  # no one takes it exclusively: never waits
+    membership.join(path)
     if hold is None:
-        hold = _held[key] = _Hold(_open_lock_file(path), _open_lock_file(path.with_suffix(".gate")),
-                                  _open_lock_file(path.with_suffix(".want")), mode)
+        hold = _held[key] = _open_hold(path, mode)
     else:
         fcntl.flock(hold.lock_fd, fcntl.LOCK_UN)
     kept = False

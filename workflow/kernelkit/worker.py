@@ -97,7 +97,7 @@ def release_device_memory() -> bool:
     error, which no later job can recover from."""
     import gc
 
-    from kernelkit import gpulock
+    from kernelkit import gpulock, membership
 
     gc.collect()
     cupy = sys.modules.get("cupy")
@@ -105,7 +105,7 @@ def release_device_memory() -> bool:
     torch_on_gpu = torch is not None and torch.cuda.is_initialized()
     cached = cupy is not None and (cupy.get_default_memory_pool().total_bytes() > 0
                                    or cupy.get_default_pinned_memory_pool().n_free_blocks() > 0)
-    if not (gpulock.has_used_gpu() or cached or torch_on_gpu):
+    if not (membership.has_joined() or cached or torch_on_gpu):
         return True  # a job that never reached the GPU: asking the device would create a context
     try:
         with gpulock.used_gpus_shared():
@@ -144,9 +144,9 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
         except OSError:
             gone = True
         if gone and running.is_set():
-            from kernelkit import gpulock
+            from kernelkit import membership
 
-            gpulock.note_leaving()
+            membership.note_leaving()
             os._exit(EXIT_JOB_GONE)
 
 
@@ -182,13 +182,13 @@ def serve(listener: socket.socket, idle_exit_s: float) -> None:
 def retire() -> None:
     """Destroy this worker's CUDA context inside a shared hold (its teardown must not overlap a
     timing), note it as leaving the GPU's members, and exit."""
-    from kernelkit import gpulock
+    from kernelkit import gpulock, membership
 
     cupy = sys.modules.get("cupy")
     with contextlib.suppress(Exception), gpulock.used_gpus_shared():
         if cupy is not None:
             cupy.cuda.runtime.deviceReset()
-    gpulock.note_leaving()
+    membership.note_leaving()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kernelkit.jobstart import process_started_unix_s
+from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 
 WORKER_VARIABLE = "KERNELKIT_WORKER"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
@@ -78,7 +79,7 @@ def _connect(address: str) -> socket.socket | None:
 def _spawn_pool(address: str) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
     its output goes to the lock directory's worker log, not to this job's log."""
-    log_dir = Path(os.environ.get("KERNELKIT_LOCK_DIR") or "/tmp/kernelkit-locks")
+    log_dir = Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR)
     path = log_dir / f"kernelkit-worker-{os.geteuid()}.log"
     try:
         log_dir.mkdir(parents=True, exist_ok=True)

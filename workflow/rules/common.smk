@@ -30,6 +30,15 @@ def refuse(sentence):
     raise SystemExit(f"kernelkit: {sentence}")
 
 
+def run_cores():
+    """The run's --cores; 1 where Snakemake knows none (an executor's main process, such as the
+    SLURM profile's, submits jobs and runs none, and Snakemake refuses to be asked)."""
+    try:
+        return int(workflow.cores or 1)
+    except WorkflowError:
+        return 1
+
+
 # `--config gpus=[0,1]` arrives as a list of strings.
 config["gpus"] = kit_cards.from_command_line(config.get("gpus"))
 if config["gpus"] is None:
@@ -68,15 +77,6 @@ CHECK_SETTINGS = CheckSettings.json_from_config(config)
 # nothing): the jobs get it through the environment, where a variable already set wins.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
-def run_cores():
-    """The run's --cores; 1 where Snakemake knows none (an executor's main process, such as the
-    SLURM profile's, submits jobs and runs none, and Snakemake refuses to be asked)."""
-    try:
-        return int(workflow.cores or 1)
-    except WorkflowError:
-        return 1
-
-
 # Nor does the worker pool (kernelkit.worker): it only saves each GPU job its start-up.
 os.environ.setdefault(WORKER_VARIABLE, "1" if config["worker"]["enabled"] else "0")
 os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or min(run_cores(), 8)))
