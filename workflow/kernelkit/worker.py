@@ -40,6 +40,7 @@ import threading
 import time
 from typing import Any, Iterator
 
+from kernelkit import membership
 from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, PROCESSES_VARIABLE, read_line
 
 # The exit status of a worker that ended because the job it ran lost its own process.
@@ -97,7 +98,7 @@ def release_device_memory() -> bool:
     error, which no later job can recover from."""
     import gc
 
-    from kernelkit import gpulock, membership
+    from kernelkit import gpulock
 
     gc.collect()
     cupy = sys.modules.get("cupy")
@@ -144,8 +145,6 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
         except OSError:
             gone = True
         if gone and running.is_set():
-            from kernelkit import membership
-
             membership.note_leaving()
             os._exit(EXIT_JOB_GONE)
 
@@ -182,7 +181,7 @@ def serve(listener: socket.socket, idle_exit_s: float) -> None:
 def retire() -> None:
     """Destroy this worker's CUDA context inside a shared hold (its teardown must not overlap a
     timing), note it as leaving the GPU's members, and exit."""
-    from kernelkit import gpulock, membership
+    from kernelkit import gpulock
 
     cupy = sys.modules.get("cupy")
     with contextlib.suppress(Exception), gpulock.used_gpus_shared():
