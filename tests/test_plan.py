@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO, job_counts, snakemake
 
 from kernelkit import config as kit_config
+from kernelkit import spec as specs
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,14 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control|sanitize):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
                                                   done.stdout, re.M)]
     assert len(checks) == 34 + 46 + 15 and min(checks) > max(int(j[4]) for j in jobs)
+    # Among them, what gates the negative controls (and so every timing) starts before the
+    # libraries' correctness: the hand-written layouts' correctness, the controls and the sanitizer.
+    correctness = re.findall(r"output: results/pytest-dry-run/correctness/(\w+)/(\w+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
+                             done.stdout)
+    library = [int(p) for kernel, layout, p in correctness if specs.load(kernel).is_baseline(layout)]
+    gating = [int(p) for kernel, layout, p in correctness if not specs.load(kernel).is_baseline(layout)]
+    assert len(library) + len(gating) == 34 and library and gating and min(gating) > max(library)
+    assert min(checks) == max(library) and sorted(set(checks)) == [max(library), min(gating)]
     # Spans of a repeat come after its timed targets and before the next repeat's.
     # (A job block without a priority line has priority 0.)
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)

@@ -332,3 +332,48 @@ def test_tool_children_run_this_kit_whatever_else_is_installed(monkeypatch):
     done = subprocess.run([sys.executable, "-c", "import kernelkit, sys; print(kernelkit.__file__)"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert Path(done.stdout.strip()).resolve().parent == Path(tools.__file__).resolve().parent
+
+
+def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path, monkeypatch):
+    """A stand-in compute-sanitizer on the PATH logs when each child starts and ends and answers
+    with a summary naming its layout; the children of one job must overlap in time, and each
+    layout must get its own child's answer."""
+    import os
+    import stat
+    import sys
+
+    intervals = tmp_path / "intervals"
+    stand_in = tmp_path / "compute-sanitizer"
+    stand_in.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, time\n"
+        "arguments = sys.argv[1:]\n"
+        "layout = arguments[arguments.index('--layout') + 1]\n"
+        "tool = arguments[arguments.index('--tool') + 1]\n"
+        "start = time.time(); time.sleep(0.6)\n"
+        f"open({str(intervals)!r}, 'a').write(f'{{tool}} {{layout}} {{start}} {{time.time()}}\\n')\n"
+        "hazards = 3 if layout == 't32' else 0\n"
+        "print(f'========= RACECHECK SUMMARY: {hazards} hazards displayed ({hazards} errors, 0 warnings)'\n"
+        "      if tool == 'racecheck' else '========= ERROR SUMMARY: 0 errors')\n"
+    )
+    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+    def spans() -> list[tuple[str, float, float]]:
+        rows = [line.split() for line in intervals.read_text().splitlines()]
+        intervals.unlink()
+        return [(f"{tool} {layout}", float(start), float(end)) for tool, layout, start, end in rows]
+
+    def overlap(rows: list[tuple[str, float, float]]) -> bool:
+        return max(start for _, start, _ in rows) < min(end for _, _, end in rows)
+
+    results = tools.racecheck_controls("rmsnorm", ["t32", "t256", "vec"], "barrier")
+    assert {layout: result["hazards"] for layout, result in results.items()} == {"t32": 3, "t256": 0, "vec": 0}
+    rows = spans()
+    assert sorted(name for name, _, _ in rows) == ["racecheck t256", "racecheck t32", "racecheck vec"]
+    assert overlap(rows)
+
+    record = tools.sanitize("rmsnorm", "t256")
+    assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
+    rows = spans()
+    assert sorted(name for name, _, _ in rows) == ["memcheck t256", "racecheck t256"] and overlap(rows)

@@ -15,10 +15,14 @@ from typing import Any, Mapping
 
 from kernelkit import KitError
 
-# The model below only balances cards; it never appears in a result. Each GPU job is a process
-# whose start (imports, NVRTC, inputs, references) outweighs its timed calls: issue 13 measured
-# 2.9 s per timing job on average on an H200.
-PROCESS_OVERHEAD_S = 3.0
+# The model below only balances cards; it never appears in a result. It counts what occupies a
+# card: the kit keeps each timing process's start-up (imports, NVRTC, inputs, references) off the
+# GPU and its lock, and worker processes (kernelkit.worker) keep it from recurring, so a timing
+# job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30: 0.04 s of held
+# GPU per job for the smallest kernels) plus its timed calls, whose samples the timing method caps
+# at max_sample_ms. Balancing by process count instead (3 s per process, before worker pools) put
+# 25.6 of 42.5 measured GPU-seconds on one of two cards (h200-w2x2).
+GPU_SECONDS_PER_PROCESS = 0.1
 # Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
 COPY_BYTES_PER_S = 3.0e12
 FP32_FLOPS_PER_S = 5.0e13
@@ -87,16 +91,18 @@ class Work:
 
 
 def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
-    """Each configured kernel/shape's expected work: processes x overhead + calls x time per call.
+    """Each configured kernel/shape's expected seconds of GPU work: per process an overhead, plus
+    its calls at the estimated time per call.
 
     A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
-    bytes_moved and flops); calls per timing process are the warm-up plus samples x launches.
+    bytes_moved and flops). A timing process makes its warm-up calls, one untimed sample and its
+    samples, each sample as many calls as fit in max_sample_ms, at most launches_per_graph
+    (kernel_time.launches_per_sample).
     """
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
 
     timing = config["timing"]
     cache_views = len(caches(dict(config)))
-    timing_calls = timing["warmup_launches"] + timing["samples"] * timing["launches_per_graph"]
     span = config.get("span") or {}
     spanned = span_kernels(dict(config))
     span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
@@ -107,13 +113,15 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
         layouts = len(kernel_layouts(config, kernel))
         for shape in entry["shapes"]:
             parsed = spec.parse_shape(shape)
-            per_call = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S
+            per_call_s = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S
+            per_sample = max(1, min(timing["launches_per_graph"], int(timing["max_sample_ms"] / 1000.0 / per_call_s)))
+            timing_calls = timing["warmup_launches"] + (timing["samples"] + 1) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
             profiles = layouts if config.get("profile") else 0
             processes = timed + spans + profiles
             calls = timed * timing_calls + spans * layouts * span_calls
-            works.append(Work(kernel, shape, processes, processes * PROCESS_OVERHEAD_S + calls * per_call))
+            works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
     return works
 
 

@@ -282,8 +282,8 @@ def cmd_control(args: argparse.Namespace) -> int:
     # must not hold it meanwhile, or a timing process waiting for the GPU would close the gate on
     # the child while waiting for this parent (see kernelkit.gpulock).
     look = bool(mutation.needs_gpu_to_show) or not caught
-    racecheck = {layout: tools.racecheck_control(spec.name, layout, args.control, lock_dir=args.lock_dir)
-                 for layout, check in by_layout.items() if check is None and look}
+    racecheck = tools.racecheck_controls(spec.name, [layout for layout, check in by_layout.items()
+                                                     if check is None and look], args.control, lock_dir=args.lock_dir)
     for layout, result in racecheck.items():
         if result.get("hazards"):
             by_layout[layout] = "racecheck"

@@ -5,7 +5,7 @@ rule correctness:
         paths.CORRECTNESS,
     log:
         paths.log(paths.CORRECTNESS),
-    priority: CHECK_PRIORITY
+    priority: correctness_priority
     conda:
         "../../envs/kernelkit.yaml"
     resources:
@@ -28,7 +28,7 @@ rule negative_control:
         paths.CONTROL,
     log:
         paths.log(paths.CONTROL),
-    priority: CHECK_PRIORITY
+    priority: GATE_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
@@ -59,7 +59,7 @@ rule sanitize:
     log:
         paths.log(paths.SANITIZER),
     # A check like correctness: it gates the layout's timing, so it runs before any timed target.
-    priority: CHECK_PRIORITY
+    priority: GATE_PRIORITY
     conda:
         "../../envs/kernelkit.yaml"
     resources:
