@@ -309,9 +309,10 @@ SPEC = KernelSpec(
     # minimum, so the register cap, and the grid): rows in flight per SM against registers.
     # pipe: blocks per SM 3-4 (6 lost for stream; two rows per thread double the registers: 64 at
     # 256x4, 112-121 at 128x8, no spills) and the load/store hint.
-    # vec: quads per thread (4: 288 threads per row of 4097, 8: 160) and blocks per SM; without
-    # spills up to 42 registers at vec 4 (3 blocks) and 64 at vec 8 (2 blocks, 48 bytes spilled).
-    sweeps={"vec": {"vec": [4, 8], "min_blocks": [1, 2, 3]},
+    # vec: quads per thread (3: 352 threads per row of 4097, 4: 288, 8: 160) against blocks per SM
+    # (the register cap: 64, 40 and 32 at min_blocks 2, 3 and 4). H200, 16384x4097 (h200-limits2):
+    # vec 4 took 150.6 us at min_blocks 1 and 2 and 141.3 us at 3, where five rows fit per SM.
+    sweeps={"vec": {"vec": [3, 4, 8], "min_blocks": [2, 3, 4]},
             "stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
             "pipe": {"threads": [128, 256], "blocks_per_sm": [3, 4], "hint": [0, 1]}},
     layout_options=layout_options,
