@@ -21,7 +21,8 @@ from kernelkit import KitError
 # job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30: 0.04 s of held
 # GPU per job for the smallest kernels) plus its timed calls, whose samples the timing method caps
 # at max_sample_ms. Balancing by process count instead (3 s per process, before worker pools) put
-# 25.6 of 42.5 measured GPU-seconds on one of two cards (h200-w2x2).
+# 27.9 and 17.6 s of exclusive timing work on two H200s; by this model 22.2 and 25.3 s (the whole
+# default config, runs h200-w2x2, retired, and h200-w2x2b).
 GPU_SECONDS_PER_PROCESS = 0.1
 # Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
 COPY_BYTES_PER_S = 3.0e12
