@@ -184,22 +184,22 @@ def test_committed_run_is_not_overwritten(tmp_path):
 
 
 def test_a_committed_run_is_reported_from_the_controls_it_ran(tmp_path):
-    """Kernel folders gained negative controls after h200-x2 was made (layernorm stream and pipe,
+    """Kernel folders gained negative controls after h200-e2 was made (layernorm stream and pipe,
     bias_gelu flat, ...): rebuilding its report must not ask the GPU for them."""
     import json
 
-    copy = checkout_copy(tmp_path, runs=["h200-x2"])
-    recorded = json.loads((copy / "results" / "h200-x2" / "config.json").read_text())
-    config = copy / "x2.yaml"
+    copy = checkout_copy(tmp_path, runs=["h200-e2"])
+    recorded = json.loads((copy / "results" / "h200-e2" / "config.json").read_text())
+    config = copy / "e2.yaml"
     config.write_text(json.dumps({key: recorded[key] for key in ("kernels", "timing", "span", "hypotheses", "gpus")
                                   if key in recorded}))
-    ran = {p.stem for p in (copy / "results" / "h200-x2" / "controls" / "layernorm").glob("*.json")}
+    ran = {p.stem for p in (copy / "results" / "h200-e2" / "controls" / "layernorm").glob("*.json")}
     sys.path.insert(0, str(REPO / "workflow"))
     from kernelkit import spec as specs
 
     assert set(specs.load("layernorm").mutations) - ran, "the test needs a control the run lacks"
-    done = snakemake("reports/h200-x2/report.md", "-n", "--cores", "1", "--configfile", str(config),
-                     "--config", "run=h200-x2", cwd=copy)
+    done = snakemake("reports/h200-e2/report.md", "-n", "--cores", "1", "--configfile", str(config),
+                     "--config", "run=h200-e2", cwd=copy)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-2000:]
     assert "rule negative_control:" not in output and "rule timing:" not in output
