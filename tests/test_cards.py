@@ -178,3 +178,22 @@ def test_sweep_points_are_layouts_of_their_kernel_shape_and_count_in_its_work():
         per_layout = without.processes // len(kernel_layouts(plain, without.kernel))
         assert with_sweeps.processes - without.processes == points * per_layout
         assert with_sweeps.seconds > without.seconds
+
+
+def test_the_model_splits_the_gpu_time_a_committed_run_measured_nearly_evenly():
+    """h200-w2x1b timed the whole default config on one H200 and recorded, per job, how long it
+    held the GPU alone. Split by the model over two cards, that measured time lands at most 55/45
+    (a split by process count, 3 s each, put 58% on one card)."""
+    run = REPO / "results" / "h200-w2x1b"
+    config = json.loads((run / "config.json").read_text())
+    measured: dict[tuple[str, str], float] = {}
+    for path in [*run.glob("timing/**/*.json"), *run.glob("span/**/*.json")]:
+        record = json.loads(path.read_text())
+        key = (record["kernel"], record["shape"])
+        measured[key] = measured.get(key, 0.0) + record["job"]["exclusive_held_s"]
+    works = cards.expected_work(config, {name: specs.load(name) for name in config["kernels"]})
+    placed = cards.assign(works, [0, 1])
+    assert set(placed) == set(measured)
+    per_card = {card: sum(seconds for key, seconds in measured.items() if placed[key] == card) for card in (0, 1)}
+    assert sum(per_card.values()) > 30
+    assert max(per_card.values()) / sum(per_card.values()) <= 0.55
