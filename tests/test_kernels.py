@@ -58,6 +58,29 @@ def test_input_patterns_are_fp32_deterministic_and_distinct(pattern):
         assert (np.sign(a[:, :-1]) == -np.sign(a[:, 1:])).all()
 
 
+def test_large_inputs_are_drawn_in_fixed_chunks_whatever_the_cores(monkeypatch):
+    """Above CHUNK_ELEMENTS an array is drawn chunk by chunk on all cores: the same values on one
+    core as on many, a normal distribution in every chunk, and `small` a thousandth of `normal`.
+    Up to CHUNK_ELEMENTS the values are those of one float64 draw, as before the chunks."""
+    from kernelkit import inputs
+
+    shape = (3, inputs.CHUNK_ELEMENTS // 2 + 1)  # a whole chunk and a half one
+    many = pattern_array("normal", shape, rng_for("t", "large"))
+    monkeypatch.setattr(inputs.os, "cpu_count", lambda: 1)
+    one = pattern_array("normal", shape, rng_for("t", "large"))
+    assert many.dtype == np.float32 and many.shape == shape and many.flags.c_contiguous
+    np.testing.assert_array_equal(many, one)
+    flat = many.reshape(-1)
+    chunks = [flat[: inputs.CHUNK_ELEMENTS], flat[inputs.CHUNK_ELEMENTS :]]
+    assert all(abs(chunk.mean()) < 0.01 and abs(chunk.std() - 1) < 0.01 for chunk in chunks)
+    assert not np.array_equal(chunks[0][:1000], chunks[1][:1000])
+    small = pattern_array("small", shape, rng_for("t", "large"))
+    np.testing.assert_allclose(small, many * np.float32(1e-3), rtol=1e-6)
+    modest = (7, 11)
+    np.testing.assert_array_equal(pattern_array("normal", modest, rng_for("t", "modest")),
+                                  rng_for("t", "modest").standard_normal(modest).astype(np.float32))
+
+
 # kernels/rmsnorm/emulation.py: the kernel's arithmetic in float32, and its controls'.
 EMULATE = specs.load_emulation(RMSNORM)
 
