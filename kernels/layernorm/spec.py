@@ -310,8 +310,11 @@ SPEC = KernelSpec(
     # pipe: blocks per SM 3-4 (6 lost for stream; two rows per thread double the registers: 64 at
     # 256x4, 112-121 at 128x8, no spills) and the load/store hint.
     # vec: quads per thread (3: 352 threads per row of 4097, 4: 288, 8: 160) against blocks per SM
-    # (the register cap: 64, 40 and 32 at min_blocks 2, 3 and 4). H200, 16384x4097 (h200-limits2):
-    # vec 4 took 150.6 us at min_blocks 1 and 2 and 141.3 us at 3, where five rows fit per SM.
+    # (the register cap: 64, 40 and 32 at min_blocks 2, 3 and 4). H200, 16384x4097 (h200-limits3):
+    # vec 4 took 149.9 us at min_blocks 2, 140.3 us at 3 (five rows per SM) and 151.8 us at 4 (spills);
+    # the default vec 8 takes 124 registers and reaches 22% occupancy (h200-ln-counters), not the
+    # 92 registers of layernorm.cu's comment on LAYERNORM_MIN_BLOCKS (kept as it is: editing the
+    # source would change the hash of every committed layernorm timing).
     sweeps={"vec": {"vec": [3, 4, 8], "min_blocks": [2, 3, 4]},
             "stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
             "pipe": {"threads": [128, 256], "blocks_per_sm": [3, 4], "hint": [0, 1]}},

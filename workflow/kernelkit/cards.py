@@ -96,13 +96,14 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
     its calls at the estimated time per call.
 
     A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
-    bytes_moved and flops). A timing process makes its warm-up calls, one untimed sample and its
-    samples, each sample as many calls as fit in max_sample_ms, at most launches_per_graph
-    (kernel_time.launches_per_sample).
+    bytes_moved and flops). A timing process makes its warm-up calls, its untimed replays and its
+    samples, each as many calls as the timing method puts in a sample (kernel_time.launches_per_sample).
     """
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
+    from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
     timing = config["timing"]
+    method = GraphReplayMethod.from_timing(timing)
     cache_views = len(caches(dict(config)))
     span = config.get("span") or {}
     spanned = span_kernels(dict(config))
@@ -115,8 +116,8 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
         for shape in entry["shapes"]:
             parsed = spec.parse_shape(shape)
             per_call_s = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S
-            per_sample = max(1, min(timing["launches_per_graph"], int(timing["max_sample_ms"] / 1000.0 / per_call_s)))
-            timing_calls = timing["warmup_launches"] + (timing["samples"] + 1) * per_sample
+            per_sample = launches_per_sample(per_call_s * 1e6, method)
+            timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
             profiles = layouts if config.get("profile") else 0

@@ -213,7 +213,8 @@ def control_gate_files(kernel):
 
 
 def correctness_priority(wildcards):
-    if SPECS[checked_kernel(wildcards)].is_baseline(checked_layout(wildcards)):
+    layout = checked_layout(wildcards)  # refuses an unknown kernel or layout with one sentence
+    if SPECS[wildcards.kernel].is_baseline(layout):
         return CHECK_PRIORITY
     return GATE_PRIORITY
 
