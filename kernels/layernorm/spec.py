@@ -149,9 +149,14 @@ def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     # min_blocks (a sweep's, default 1) adds the __launch_bounds__ minimum, which caps the registers
     # at 65536 / (max_threads * min_blocks); 1 leaves the options as they always were.
-    min_blocks = int(layout.get("min_blocks", 1))
+    # hint and shift (a sweep's, default 0) likewise add their define only when set.
+    min_blocks, hint, shift = int(layout.get("min_blocks", 1)), int(layout.get("hint", 0)), int(layout.get("shift", 0))
+    if hint not in (0, 1, 2) or shift not in (0, 1):
+        raise KitError(f"layernorm vec: hint={hint} must be 0 (plain), 1 (streaming) or 2 (x through L2 only) and "
+                       f"shift={shift} 0 (scalar weight/bias) or 1 (shifted aligned quads)")
     return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}",
-            *((f"-DLAYERNORM_MIN_BLOCKS={min_blocks}",) if min_blocks != 1 else ()))
+            *((f"-DLAYERNORM_MIN_BLOCKS={min_blocks}",) if min_blocks != 1 else ()),
+            *((f"-DLAYERNORM_HINT={hint}",) if hint else ()), *((f"-DLAYERNORM_SHIFT={shift}",) if shift else ()))
 
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:
