@@ -377,3 +377,28 @@ def test_host_lead_keeps_the_graph_launch_latency_out_of_the_samples():
     assert used["host_late"]["kept"] == 0 and used["host_late"]["retaken"] <= len(with_lead)
     assert "host_late" not in used_without
     assert statistics.median(with_lead) <= statistics.median(without) * 1.02
+
+
+@pytest.mark.parametrize("y_offset", [0, 1])
+def test_layernorm_vec_holds_three_columns_past_its_registers_on_both_paths(y_offset):
+    """layernorm_vec's launch gives a row of 4 * vec * threads + 3 columns no more threads: the
+    vector path keeps the last columns as its tail, and the scalar path (y misaligned against x,
+    which the kit's own buffers never are) keeps them as one scalar each of the first threads."""
+    import cupy as cp
+    import numpy as np
+
+    from kernelkit import device
+
+    spec = specs.load("layernorm")
+    layout = spec.layout("vec")
+    shape = (6, 4 * int(layout["vec"]) * 32 + 3)
+    assert spec.launch(layout, shape).block[0] == 32  # one warp holds the row and three more columns
+    rng = np.random.default_rng(7)
+    host = spec.make_inputs(shape, "normal", rng)
+    buffers = device.upload(host)
+    backing = cp.full(shape[0] * shape[1] + 1, cp.nan, dtype=cp.float32)
+    out = backing[y_offset:y_offset + shape[0] * shape[1]].reshape(shape)
+    device.launcher(spec, device.compile_layout(spec, "vec"), layout, shape, buffers, out)[0]()
+    got = cp.asnumpy(out)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, spec.reference(host), rtol=1e-4, atol=1e-5)

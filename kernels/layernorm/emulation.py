@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Mapping
 
@@ -22,9 +22,10 @@ def own_spec() -> KernelSpec:
 
 @cache
 def vec_row_parts():
-    """rmsnorm's row split (layernorm_vec uses rmsnorm_vec's index formulas), from its emulation."""
+    """rmsnorm's row split (layernorm_vec uses rmsnorm_vec's index formulas), from its emulation,
+    with layernorm_vec's scalar columns past the register slots."""
     rmsnorm = specs.load("rmsnorm", FOLDER.parent)
-    return specs.load_emulation(rmsnorm).__globals__["vec_row_parts"]
+    return partial(specs.load_emulation(rmsnorm).__globals__["vec_row_parts"], past_registers=True)
 
 
 def emulate_vec(inputs: Mapping[str, np.ndarray], control: str | None):

@@ -102,9 +102,9 @@ extern "C" __global__ void layernorm_warp(const float* __restrict__ x, const flo
 // layernorm_vec: one read of x, the row held in registers, both statistics from the held
 // values (the mean, then the centred sum of squares: no cancellation, no second read).
 // blockDim.x threads share a row (whole warps, chosen by the launch from the width so the row
-// fits in LAYERNORM_VEC quads per thread); blockDim.x == 32 means a warp per row with
-// blockDim.y rows per block, otherwise one row per block, as OneFlow's layer norm picks by
-// width. A row is a scalar head up to x's first 16-byte boundary (odd widths misalign rows),
+// fits in LAYERNORM_VEC quads per thread and up to three scalars); blockDim.x == 32 means a
+// warp per row with blockDim.y rows per block, otherwise one row per block, as OneFlow's layer
+// norm picks by width. A row is a scalar head up to x's first 16-byte boundary (odd widths misalign rows),
 // 128-bit quads and a scalar tail; with x and y rows aligned differently all of it is scalar.
 #ifndef LAYERNORM_VEC
 #define LAYERNORM_VEC 8
@@ -120,48 +120,6 @@ extern "C" __global__ void layernorm_warp(const float* __restrict__ x, const flo
 #ifndef LAYERNORM_MIN_BLOCKS
 #define LAYERNORM_MIN_BLOCKS 1
 #endif
-// Cache hints of x's quad loads and y's quad stores: 0 plain; 1 evict-first loads and streaming
-// stores (x and y are touched once); 2 x cached in L2 only (ld.global.cg), so that L1 keeps
-// weight and bias, which every row reads again.
-#ifndef LAYERNORM_HINT
-#define LAYERNORM_HINT 0
-#endif
-// Weight and bias of a misaligned row (odd widths): 0 four scalar loads per quad each; 1 the two
-// aligned quads the row's quad straddles, shifted by the row's phase (half the L1 requests).
-#ifndef LAYERNORM_SHIFT
-#define LAYERNORM_SHIFT 0
-#endif
-
-__device__ __forceinline__ float4 vec_load(const float4* p) {
-#if LAYERNORM_HINT == 1
-    return __ldcs(p);
-#elif LAYERNORM_HINT == 2
-    return __ldcg(p);
-#else
-    return *p;
-#endif
-}
-
-__device__ __forceinline__ void vec_store(float4* p, float4 value) {
-#if LAYERNORM_HINT == 1
-    __stcs(p, value);
-#else
-    *p = value;
-#endif
-}
-
-// Columns c..c+3 of a 16-byte-aligned array of `cols` floats, c = 4a + phase with phase 1-3: the
-// aligned quads a and a + 1, shifted; the second is read as scalars where it passes the end.
-__device__ __forceinline__ float4 shifted_quad(const float* __restrict__ p, int c, int cols) {
-    const int a = c >> 2, phase = c & 3, next = 4 * a + 4;
-    const float4 lo = reinterpret_cast<const float4*>(p)[a];
-    const float4 hi = next + 3 < cols ? reinterpret_cast<const float4*>(p)[a + 1]
-                                      : make_float4(p[next], next + 1 < cols ? p[next + 1] : 0.0f,
-                                                    next + 2 < cols ? p[next + 2] : 0.0f, 0.0f);
-    if (phase == 1) return make_float4(lo.y, lo.z, lo.w, hi.x);
-    if (phase == 2) return make_float4(lo.z, lo.w, hi.x, hi.y);
-    return make_float4(lo.w, hi.x, hi.y, hi.z);
-}
 
 __device__ __forceinline__ float row_total(float v, float* warp_partial) {
     for (int lane_mask = 16; lane_mask > 0; lane_mask >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lane_mask);
@@ -195,16 +153,20 @@ extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS, LAYERNORM_MI
     const int quads = vector ? (cols - head) >> 2 : 0;
     const int tail = cols - head - 4 * quads;  // scalar path: the whole row is "tail"
     const int tail_start = head + 4 * quads;
+    // One scalar each for the first threads: the vector path's tail, or the scalar path's columns
+    // past its 4 * LAYERNORM_VEC * threads register slots (at most 3: the launch sees to it).
+    const int rest_start = vector ? tail_start : 4 * LAYERNORM_VEC * threads;
+    const int rest = vector ? tail : max(0, cols - rest_start);
 
     float4 v[LAYERNORM_VEC];
     const float h = tid < head ? x_row[tid] : 0.0f;
-    const float t = vector && tid < tail ? x_row[tail_start + tid] : 0.0f;
+    const float t = tid < rest ? x_row[rest_start + tid] : 0.0f;
     if (vector) {
         const float4* x4 = reinterpret_cast<const float4*>(x_row + head);
 #pragma unroll
         for (int k = 0; k < LAYERNORM_VEC; ++k) {
             const int q = tid + k * threads;
-            v[k] = q < quads ? vec_load(x4 + q) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            v[k] = q < quads ? x4[q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     } else {
 #pragma unroll
@@ -222,7 +184,7 @@ extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS, LAYERNORM_MI
     const float mean = row_total(sum, warp_partial) / cols;
 
     // Only held elements count: an empty slot would add mean^2.
-    float squares = (tid < head ? centred_square(h, mean) : 0.0f) + (vector && tid < tail ? centred_square(t, mean) : 0.0f);
+    float squares = (tid < head ? centred_square(h, mean) : 0.0f) + (tid < rest ? centred_square(t, mean) : 0.0f);
     if (vector) {
 #pragma unroll
         for (int k = 0; k < LAYERNORM_VEC; ++k) {
@@ -244,26 +206,22 @@ extern "C" __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS, LAYERNORM_MI
     const float rstd = rsqrtf(row_total(squares, warp_partial) / cols + eps);
 
     if (tid < head) y_row[tid] = affine(h, mean, rstd, weight[tid], bias[tid]);
+    if (tid < rest) y_row[rest_start + tid] = affine(t, mean, rstd, weight[rest_start + tid], bias[rest_start + tid]);
     if (vector) {
-        if (tid < tail) y_row[tail_start + tid] = affine(t, mean, rstd, weight[tail_start + tid], bias[tail_start + tid]);
-        const bool params_aligned =
-            ((reinterpret_cast<unsigned long long>(weight) | reinterpret_cast<unsigned long long>(bias)) & 15) == 0;
-        const bool params_vector = head == 0 && params_aligned;
-        const bool params_shifted = LAYERNORM_SHIFT && head != 0 && params_aligned;
+        const bool params_vector =
+            head == 0 && ((reinterpret_cast<unsigned long long>(weight) | reinterpret_cast<unsigned long long>(bias)) & 15) == 0;
         float4* y4 = reinterpret_cast<float4*>(y_row + head);
 #pragma unroll
         for (int k = 0; k < LAYERNORM_VEC; ++k) {
             const int q = tid + k * threads;
             if (q >= quads) break;
             const int c = head + 4 * q;
-            const float4 w = params_vector    ? reinterpret_cast<const float4*>(weight)[q]
-                             : params_shifted ? shifted_quad(weight, c, cols)
-                                              : make_float4(weight[c], weight[c + 1], weight[c + 2], weight[c + 3]);
-            const float4 b = params_vector    ? reinterpret_cast<const float4*>(bias)[q]
-                             : params_shifted ? shifted_quad(bias, c, cols)
-                                              : make_float4(bias[c], bias[c + 1], bias[c + 2], bias[c + 3]);
-            vec_store(y4 + q, make_float4(affine(v[k].x, mean, rstd, w.x, b.x), affine(v[k].y, mean, rstd, w.y, b.y),
-                                          affine(v[k].z, mean, rstd, w.z, b.z), affine(v[k].w, mean, rstd, w.w, b.w)));
+            const float4 w = params_vector ? reinterpret_cast<const float4*>(weight)[q]
+                                           : make_float4(weight[c], weight[c + 1], weight[c + 2], weight[c + 3]);
+            const float4 b = params_vector ? reinterpret_cast<const float4*>(bias)[q]
+                                           : make_float4(bias[c], bias[c + 1], bias[c + 2], bias[c + 3]);
+            y4[q] = make_float4(affine(v[k].x, mean, rstd, w.x, b.x), affine(v[k].y, mean, rstd, w.y, b.y),
+                                affine(v[k].z, mean, rstd, w.z, b.z), affine(v[k].w, mean, rstd, w.w, b.w));
         }
     } else {
 #pragma unroll

@@ -9,7 +9,7 @@ rewrite). Correctness widths cover both the vector and the scalar path of `warp`
 stays in registers (`vec` quads per thread, a compile-time size), and both the mean and the
 centred variance come from the held values (two reductions, no second read, no
 E[x^2] - mean^2 cancellation). As OneFlow's layer norm does, the width picks the shape: the
-fewest whole warps per row that hold it in `vec` quads each, so narrow rows get a warp per row
+fewest whole warps per row that hold it in `vec` quads each (and up to three scalars), so narrow rows get a warp per row
 (`rows_per_block` rows per block, shuffles only) and wide rows a block per row (shuffles, then
 one shared-memory step across warps). Rows of odd widths are misaligned, so each is read as a
 scalar head to its first 16-byte boundary, quads and a scalar tail (16384x4097 still streams
@@ -81,14 +81,17 @@ def reference(inputs: Mapping[str, np.ndarray]) -> np.ndarray:
 
 def vec_threads(layout: Mapping[str, Any], cols: int) -> int:
     """Threads per row of `vec`: its fixed `threads`, else the fewest whole warps holding the row
-    in `vec` quads each."""
+    in `vec` quads each and up to three scalars (a row of 4097 takes 256 threads of 4 quads, not
+    288 with 127 slots empty: more rows fit on an SM)."""
+    vec = int(layout["vec"])
     if "threads" in layout:
         threads = int(layout["threads"])
     else:
-        threads = 32 * max(1, -(-cols // (4 * int(layout["vec"]) * 32)))
-    if threads > int(layout["max_threads"]) or threads % 32 or 4 * int(layout["vec"]) * threads < cols:
-        raise KitError(f"layernorm layout vec={layout['vec']} cannot hold a row of {cols} columns in {threads} threads "
-                       f"(whole warps, at most max_threads={layout['max_threads']}, holding 4 * vec floats each); raise vec")
+        threads = 32 * max(1, -(-(cols - 3) // (4 * vec * 32)))
+    if threads > int(layout["max_threads"]) or threads % 32 or 4 * vec * threads + 3 < cols:
+        raise KitError(f"layernorm layout vec={vec} cannot hold a row of {cols} columns in {threads} threads "
+                       f"(whole warps, at most max_threads={layout['max_threads']}, holding 4 * vec floats each and "
+                       f"three more); raise vec")
     return threads
 
 
@@ -149,14 +152,9 @@ def layout_options(layout: Mapping[str, Any]) -> tuple[str, ...]:
         return ()
     # min_blocks (a sweep's, default 1) adds the __launch_bounds__ minimum, which caps the registers
     # at 65536 / (max_threads * min_blocks); 1 leaves the options as they always were.
-    # hint and shift (a sweep's, default 0) likewise add their define only when set.
-    min_blocks, hint, shift = int(layout.get("min_blocks", 1)), int(layout.get("hint", 0)), int(layout.get("shift", 0))
-    if hint not in (0, 1, 2) or shift not in (0, 1):
-        raise KitError(f"layernorm vec: hint={hint} must be 0 (plain), 1 (streaming) or 2 (x through L2 only) and "
-                       f"shift={shift} 0 (scalar weight/bias) or 1 (shifted aligned quads)")
+    min_blocks = int(layout.get("min_blocks", 1))
     return (f"-DLAYERNORM_VEC={int(layout['vec'])}", f"-DLAYERNORM_MAX_THREADS={int(layout['max_threads'])}",
-            *((f"-DLAYERNORM_MIN_BLOCKS={min_blocks}",) if min_blocks != 1 else ()),
-            *((f"-DLAYERNORM_HINT={hint}",) if hint else ()), *((f"-DLAYERNORM_SHIFT={shift}",) if shift else ()))
+            *((f"-DLAYERNORM_MIN_BLOCKS={min_blocks}",) if min_blocks != 1 else ()))
 
 
 def launch(layout: Mapping[str, Any], shape: Shape) -> Launch:

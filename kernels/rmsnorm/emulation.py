@@ -20,10 +20,13 @@ def own_spec() -> KernelSpec:
     return specs.load(FOLDER.name, FOLDER.parent)
 
 
-def vec_row_parts(row: int, cols: int, threads: int, vec: int, vector: bool = True) -> dict[int, tuple[int, str]]:
+def vec_row_parts(row: int, cols: int, threads: int, vec: int, vector: bool = True,
+                  past_registers: bool = False) -> dict[int, tuple[int, str]]:
     """rmsnorm_vec's split of one row, from its index formulas: {column: (thread, part)} for every
     column some thread holds, part 'head', 'quad' or 'tail' (x's base is 16-byte aligned).
-    layernorm_vec splits its rows the same way and uses this too."""
+    layernorm_vec splits its rows the same way and uses this too, with `past_registers`: its
+    scalar path also holds the (at most 3) columns past 4 * vec * threads, one each for the first
+    threads, so its launch may give a row 3 columns more than its register slots."""
     address = 4 * row * cols
     head = min(cols, (16 - address % 16) % 16 // 4) if vector else 0
     quads = (cols - head) // 4 if vector else 0
@@ -50,6 +53,8 @@ def vec_row_parts(row: int, cols: int, threads: int, vec: int, vector: bool = Tr
                         hold(c, tid, "tail")
         if vector and tid < tail:
             hold(head + 4 * quads + tid, tid, "tail")
+        if not vector and past_registers and 4 * vec * threads + tid < cols:
+            hold(4 * vec * threads + tid, tid, "tail")
     return held
 
 
