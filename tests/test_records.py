@@ -99,11 +99,12 @@ def test_every_command_line_argument_has_a_help_text():
 def test_the_default_config_still_gives_the_method_and_sampler_h200_s5a_recorded():
     """Moving the defaults into the schema changed no setting: the default config's settings params
     describe exactly what the last full default run (h200-s5a) wrote into its records, but for the
-    host lead added after it (`timing.host_lead_us`), which its records do not name."""
+    host lead and the context switch added after it (`timing.host_lead_us`, `timing.context_switch`),
+    which its records do not name."""
 
     def before_the_lead(method):
-        assert method["host_lead_us"] > 0
-        return {key: value for key, value in method.items() if key != "host_lead_us"}
+        assert method["host_lead_us"] > 0 and method["context_switch"] is True
+        return {key: value for key, value in method.items() if key not in ("host_lead_us", "context_switch")}
 
     from kernelkit.ceilings import CeilingSettings
     from kernelkit.span import SpanSettings
@@ -114,7 +115,7 @@ def test_the_default_config_still_gives_the_method_and_sampler_h200_s5a_recorded
     ceiling = CeilingSettings.from_json(CeilingSettings.json_from_config(config))
     for path in layout.run_result_files(run, "timing"):
         record = records.read_record(path)
-        assert "host_lead_us" not in record["method"], path
+        assert "host_lead_us" not in record["method"] and "context_switch" not in record["method"], path
         assert (record["method"], record["sampler"]) == (before_the_lead(timing.method.describe()), timing.sampler.describe()), path
     for path in layout.run_result_files(run, "span"):
         record = records.read_record(path)

@@ -51,6 +51,78 @@ def measurement_stream() -> Any:
     return _measurement_streams[device_id]
 
 
+class OtherContext:
+    """A second CUDA context of this process on one device, which clears one tiny buffer when asked.
+
+    Why: the GPU times a small kernel slower while its context is in a state that loading modules
+    puts it in, until the GPU has run another context's work. On an H200 (2026-11-30), rmsnorm
+    512x128 vec took 1.681-1.683 us with up to 7 extra modules loaded in the process and
+    1.856-1.868 us from the 8th on (loaded before or after the timed kernel's own); after a child
+    process's CuPy loop it took 1.683 us again, and stayed there after one more module and after
+    unloading the extra ones. A `--cores 1` run keeps one worker process that loads every module
+    and never sees another context's work; a parallel run's workers see each other's between
+    their exclusive stretches. So each measurement starts after this context's work instead of
+    after whatever ran last. Made once per process and device (a context holds a few hundred MiB).
+    """
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        self._driver = ctypes.CDLL("libcuda.so.1")
+        device_index = ctypes.c_int()
+        self._check("cuCtxGetDevice", self._driver.cuCtxGetDevice(ctypes.byref(device_index)))
+        self._context = ctypes.c_void_p()
+        self._check("cuCtxCreate", self._driver.cuCtxCreate_v2(ctypes.byref(self._context), 0, device_index))
+        try:  # cuCtxCreate made it current: allocate in it, then give the thread back its context
+            self._buffer = ctypes.c_uint64()
+            self._check("cuMemAlloc", self._driver.cuMemAlloc_v2(ctypes.byref(self._buffer), ctypes.c_size_t(4096)))
+        finally:
+            self._pop()
+
+    def _check(self, call: str, result: int) -> None:
+        if result != 0:
+            raise RuntimeError(f"{call} returned CUDA error {result}")
+
+    def _pop(self) -> None:
+        popped = self._ctypes.c_void_p()
+        self._check("cuCtxPopCurrent", self._driver.cuCtxPopCurrent_v2(self._ctypes.byref(popped)))
+
+    def run(self) -> None:
+        """Clear the buffer in the other context and wait for it; the thread's context is current again after."""
+        self._check("cuCtxPushCurrent", self._driver.cuCtxPushCurrent_v2(self._context))
+        try:
+            self._check("cuMemsetD32", self._driver.cuMemsetD32_v2(self._buffer, self._ctypes.c_uint(0),
+                                                                    self._ctypes.c_size_t(1024)))
+            self._check("cuCtxSynchronize", self._driver.cuCtxSynchronize())
+        finally:
+            self._pop()
+
+
+_other_contexts: dict[int, OtherContext | str] = {}
+
+
+def switch_contexts() -> str:
+    """Run a tiny piece of work in this process's other context on the current device (see
+    OtherContext), before a measurement; returns what the record says: 'other context' or why not."""
+    cp = cupy()
+    device_id = cp.cuda.Device().id
+    cp.cuda.Device().synchronize()
+    if device_id not in _other_contexts:
+        try:
+            _other_contexts[device_id] = OtherContext()
+        except (OSError, AttributeError, RuntimeError) as error:
+            _other_contexts[device_id] = f"unavailable: {error}"[:200]
+    other = _other_contexts[device_id]
+    if isinstance(other, str):
+        return other
+    try:
+        other.run()
+    except RuntimeError as error:
+        return f"failed: {error}"[:200]
+    return "other context"
+
+
 @dataclass
 class CompiledKernel:
     function: Any

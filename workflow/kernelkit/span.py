@@ -146,6 +146,7 @@ def cmd_span(args: argparse.Namespace) -> int:
             before = nvml.snapshot()
             with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
                 calls = {layout: impl.call for layout, impl in implementations.items()}
+                switched = device.switch_contexts()  # as before every kernel-time measurement (device.OtherContext)
                 samples = span_samples(calls, settings.method) if layouts else {}
             after = nvml.snapshot()
     all_tags = []
@@ -163,7 +164,7 @@ def cmd_span(args: argparse.Namespace) -> int:
             "shape": args.shape,
             "dims": dict(zip(spec.dims, shape)),
             "repeat": args.repeat,
-            "method": settings.method.describe(),
+            "method": {**settings.method.describe(), "context_switch": switched},
             "unit": "microseconds per call",
             "layouts": {
                 layout: {"samples": samples[layout], "layout_parameters": dict(spec.layout(layout)),

@@ -23,7 +23,8 @@ from kernelkit.shape_bounds import check_fits
 
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
 # the plan (which targets exist, in which order), not how one target is timed.
-TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements", "host_lead_us")
+TIMING_KEYS = ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms", "stop", "placements", "host_lead_us",
+               "context_switch")
 # Placement i > 0 allocates i MiB more before its buffers, and every placement's buffers stay
 # allocated until the end: the schema's maximum of timing.placements bounds that memory.
 PLACEMENT_SHIFT_BYTES = 1 << 20
