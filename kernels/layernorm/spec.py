@@ -312,12 +312,13 @@ SPEC = KernelSpec(
     # minimum, so the register cap, and the grid): rows in flight per SM against registers.
     # pipe: blocks per SM 3-4 (6 lost for stream; two rows per thread double the registers: 64 at
     # 256x4, 112-121 at 128x8, no spills) and the load/store hint.
-    # vec: quads per thread (3: 352 threads per row of 4097, 4: 288, 8: 160) against blocks per SM
-    # (the register cap: 64, 40 and 32 at min_blocks 2, 3 and 4). H200, 16384x4097 (h200-limits3):
-    # vec 4 took 149.9 us at min_blocks 2, 140.3 us at 3 (five rows per SM) and 151.8 us at 4 (spills);
-    # the default vec 8 takes 124 registers and reaches 22% occupancy (h200-ln-counters), not the
-    # 92 registers of layernorm.cu's comment on LAYERNORM_MIN_BLOCKS (kept as it is: editing the
-    # source would change the hash of every committed layernorm timing).
+    # vec: quads per thread (3: 352 threads per row of 4097, 4: 256, 8: 128; a row is 4 * vec *
+    # threads columns and up to three scalars) against blocks per SM (the register cap: 64, 40 and
+    # 32 at min_blocks 2, 3 and 4). H200, 16384x4097 (h200-limits4): vec 4 took 144.6 us at
+    # min_blocks 2, 134.6 us at 3 (six rows of 256 threads per SM) and 171.0 us at 4 (spills); the
+    # default vec 8 (128 threads, 72 registers) 134.8 us. Before a row could hold three scalars past
+    # its quads, vec 4 took 288 threads per row and 140.3 us at min_blocks 3 (h200-limits3, retired).
+    # layernorm.cu's comment on LAYERNORM_MIN_BLOCKS (92 registers) predates both.
     sweeps={"vec": {"vec": [3, 4, 8], "min_blocks": [2, 3, 4]},
             "stream": {"threads": [128, 256], "blocks_per_sm": [3, 4, 6]},
             "pipe": {"threads": [128, 256], "blocks_per_sm": [3, 4], "hint": [0, 1]}},
