@@ -202,7 +202,7 @@ def _workers_by_card(run):
     return by_card, own_process
 
 
-@pytest.mark.parametrize("run, processes, cards", [("h200-s2", 1, 1), ("h200-p2", 8, 1), ("h200-p1", 8, 1), ("h200-w2x2b", 8, 2)])
+@pytest.mark.parametrize("run, processes, cards", [("h200-s3", 1, 1), ("h200-p3", 8, 1), ("h200-cold1", 8, 1), ("h200-w2x2b", 8, 2)])
 def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, processes, cards):
     """--cores 1 makes one worker process, all cores at most 8 per GPU; only the few stages that are
     not delegated (environment, ceilings) ran in processes of their own; each worker numbered its
@@ -216,7 +216,7 @@ def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, proces
             assert sorted(numbers) == list(range(1, len(numbers) + 1))
 
 
-@pytest.mark.parametrize("run, jobs, processes", [("h200-s2", 261, 1), ("h200-p2", 261, 8), ("h200-w2x2b", 261, 16), ("h200-f1", 0, 0)])
+@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2b", 261, 16), ("h200-f1", 0, 0)])
 def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, processes):
     """Counted from the committed records' job clocks; a run made before workers says nothing of them."""
     from kernelkit.records import run_time

@@ -40,9 +40,8 @@ def measurement_stream() -> Any:
     Why: a process times small kernels faster on the first stream it makes than on any stream it
     makes after destroying one. On an H200 (2026-11-30) rmsnorm 512x128 vec took 1.685 us on a
     process's first stream and 1.858-1.867 us on each new stream of five later measurements, but
-    1.683-1.686 us in all six when they shared one stream. It did not close the gap between
-    `--cores 1` and parallel runs (h200-s2 against h200-p2), which has another cause in the
-    process's state (results/README.md).
+    1.683-1.686 us in all six when they shared one stream. (The same 0.18 us step shows after
+    loading modules; OtherContext says what clears it.)
     """
     cp = cupy()
     device_id = cp.cuda.Device().id
