@@ -402,3 +402,25 @@ def test_layernorm_vec_holds_three_columns_past_its_registers_on_both_paths(y_of
     got = cp.asnumpy(out)
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, spec.reference(host), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("switch", [True, False])
+def test_a_measurement_switches_to_the_other_context_and_back_only_when_asked(switch):
+    """The other context does its memset and hands the thread back CuPy's context: the samples
+    and the CuPy work after them run where they ran before."""
+    from kernelkit import device
+    from kernelkit.inputs import rng_for
+    from kernelkit.kernel_time import kernel_time_samples
+
+    cp = device.cupy()
+    shape = (512, 128)
+    buffers = device.upload(RMSNORM.make_inputs(shape, "normal", rng_for("gpu-test")))
+    out = cp.empty(shape, dtype=cp.float32)
+    launch_once, _ = device.launcher(RMSNORM, device.compile_kernel(RMSNORM), RMSNORM.layouts["t32"], shape, buffers, out)
+    context = cp.cuda.driver.ctxGetCurrent()
+    samples, used, _ = kernel_time_samples(launch_once, graph_method(warmup_launches=3, launches_per_graph=8, samples=5,
+                                                                     context_switch=switch))
+    assert cp.cuda.driver.ctxGetCurrent() == context
+    assert len(samples) == 5 and all(math.isfinite(s) and s > 0 for s in samples)
+    assert used.get("context_switch") == ("other context" if switch else None)
+    assert float((out * 0 + 1).sum()) == out.size  # CuPy still works in its own context
