@@ -48,3 +48,13 @@ def test_against_the_serial_run_the_parallel_one_moves_one_configuration_torch_r
     verdicts = [c.verdict for c in result.comparisons]
     assert len(verdicts) == 87 and "SLOWER" not in verdicts
     assert [(c.kernel, c.shape, c.layout) for c in result.comparisons if c.verdict == "FASTER"] == [("rmsnorm", "512x8193", "torch")]
+
+
+def test_the_report_method_says_how_many_targets_switched_contexts_and_older_runs_say_nothing():
+    from kernelkit.report.run import Run
+    from kernelkit.report.setup import context_switch_paragraph
+
+    paragraph = context_switch_paragraph(Run(REPO / "results" / SERIAL))
+    assert paragraph is not None and paragraph.text.startswith("Before its warm-up, each of 174 timed targets")
+    assert "could not switch" not in paragraph.text
+    assert context_switch_paragraph(Run(REPO / "results" / "h200-w2x2b")) is None

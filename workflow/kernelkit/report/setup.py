@@ -34,6 +34,24 @@ def span_settings(run: Run) -> dict[str, Any] | None:
             "samples_per_round": method.get("samples_per_round"), "repeats": len({r["repeat"] for r in run.spans})}
 
 
+def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
+    """What the records say about the switch to a second context before each measurement
+    (kernelkit.device.OtherContext); nothing for records made before the kit had one."""
+    outcomes = [r["method_used"]["context_switch"] for r in run.timings if "context_switch" in r.get("method_used", {})]
+    if not outcomes:
+        return None
+    switched = outcomes.count("other context")
+    text = (f"Before its warm-up, each of {switched} timed targets had the GPU run a 4 KiB memset in a second CUDA "
+            "context of its process (timing.context_switch): a process that has loaded many modules otherwise times "
+            "small kernels slower until the GPU has run another context's work, which a --cores 1 run's single "
+            "worker never sees.")
+    others = sorted(set(outcomes) - {"other context"})
+    if others:
+        text += (f" {len(outcomes) - switched} timed targets could not switch: {others[0]}"
+                 + (f" (and {len(others) - 1} other reason(s))" if len(others) > 1 else "") + ".")
+    return doc.Paragraph(text)
+
+
 def section_method(run: Run) -> doc.Section:
     t = timing_settings(run)
     launches = t["launches_per_graph"]
@@ -67,6 +85,9 @@ def section_method(run: Run) -> doc.Section:
             "runs, so launch overhead is hidden unless a call is shorter than its launch). Why capture failed, "
             f"from the files: {sorted({r['method_used']['capture_error'] for r in events})[0]} "
             f"({', '.join(sorted({r['kernel'] + ' ' + r['layout'] for r in events}))})."))
+    switch = context_switch_paragraph(run)
+    if switch:
+        blocks.append(switch)
     span = span_settings(run)
     if span:
         blocks.append(doc.Paragraph(
