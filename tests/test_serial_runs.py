@@ -58,3 +58,16 @@ def test_the_report_method_says_how_many_targets_switched_contexts_and_older_run
     assert paragraph is not None and paragraph.text.startswith("Before its warm-up, each of 174 timed targets")
     assert "could not switch" not in paragraph.text
     assert context_switch_paragraph(Run(REPO / "results" / "h200-w2x2b")) is None
+
+
+@pytest.mark.parametrize("run, lead", [
+    (SERIAL, "Each timed target ran as one job of 1 long-lived worker process "),
+    (PARALLEL, "Each timed target ran as one job of 8 long-lived worker processes "),
+    ("h200-f1", "Each timed target ran in its own process"),
+])
+def test_the_report_method_says_which_processes_ran_the_timed_targets(run, lead):
+    """Counted from the timing records' job clocks (h200-f1 predates the workers)."""
+    from kernelkit.report.run import Run
+    from kernelkit.report.setup import section_method
+
+    assert section_method(Run(REPO / "results" / run)).blocks[0].text.startswith(lead)

@@ -1,4 +1,4 @@
-"""The timing stage: kernel time of one kernel / shape / layout / repeat in its own process.
+"""The timing stage: kernel time of one kernel / shape / layout / repeat, as one job (a worker process's or its own).
 
 The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
 the GPU lock, the inputs, the verification of the timed output, the clock sampler and the

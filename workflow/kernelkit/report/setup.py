@@ -34,6 +34,22 @@ def span_settings(run: Run) -> dict[str, Any] | None:
             "samples_per_round": method.get("samples_per_round"), "repeats": len({r["repeat"] for r in run.spans})}
 
 
+def where_targets_ran(run: Run) -> str:
+    """The processes the timed targets ran in, from their job clocks: each its own, or jobs of
+    long-lived worker processes (kernelkit.worker), which keep imports, context and modules."""
+    workers = {(r["job"]["worker"]["pid"], r["job"]["worker"]["started_unix_s"])
+               for r in run.timings if isinstance(r.get("job"), dict) and r["job"].get("worker")}
+    in_workers = sum(1 for r in run.timings if isinstance(r.get("job"), dict) and r["job"].get("worker"))
+    if not in_workers:
+        return "Each timed target ran in its own process"
+    processes = f"{len(workers)} long-lived worker process{'es' if len(workers) != 1 else ''}"
+    if in_workers == len(run.timings):
+        return (f"Each timed target ran as one job of {processes} (kernelkit.worker: imports, CUDA context and loaded "
+                "modules stay from job to job; device memory is returned after each)")
+    return (f"{in_workers} of the {len(run.timings)} timed targets ran as jobs of {processes} (kernelkit.worker), "
+            "the others each in its own process")
+
+
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
     """What the records say about the switch to a second context before each measurement
     (kernelkit.device.OtherContext); nothing for records made before the kit had one."""
@@ -56,7 +72,7 @@ def section_method(run: Run) -> doc.Section:
     t = timing_settings(run)
     launches = t["launches_per_graph"]
     text = (
-        f"Each timed target ran in its own process: compile the kernel with NVRTC, allocate and upload its inputs "
+        f"{where_targets_ran(run)}: compile the kernel with NVRTC, allocate and upload its inputs "
         f"(pattern: {', '.join(t['patterns'])}), then {fmt(t['warmup_launches'])} warm-up launches, capture "
         f"{fmt(launches)} launches of the kernel on the same buffers into one CUDA graph, replay the graph "
         f"{fmt(t['untimed_replays'])} time(s) untimed, and time {fmt(t['samples'])} replays, each between two CUDA "
