@@ -6,6 +6,7 @@ report, diff) works on a machine without CUDA.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -65,9 +66,6 @@ class OtherContext:
     """
 
     def __init__(self) -> None:
-        import ctypes
-
-        self._ctypes = ctypes
         self._driver = ctypes.CDLL("libcuda.so.1")
         device_index = ctypes.c_int()
         self._check("cuCtxGetDevice", self._driver.cuCtxGetDevice(ctypes.byref(device_index)))
@@ -84,15 +82,15 @@ class OtherContext:
             raise RuntimeError(f"{call} returned CUDA error {result}")
 
     def _pop(self) -> None:
-        popped = self._ctypes.c_void_p()
-        self._check("cuCtxPopCurrent", self._driver.cuCtxPopCurrent_v2(self._ctypes.byref(popped)))
+        popped = ctypes.c_void_p()
+        self._check("cuCtxPopCurrent", self._driver.cuCtxPopCurrent_v2(ctypes.byref(popped)))
 
     def run(self) -> None:
         """Clear the buffer in the other context and wait for it; the thread's context is current again after."""
         self._check("cuCtxPushCurrent", self._driver.cuCtxPushCurrent_v2(self._context))
         try:
-            self._check("cuMemsetD32", self._driver.cuMemsetD32_v2(self._buffer, self._ctypes.c_uint(0),
-                                                                    self._ctypes.c_size_t(1024)))
+            self._check("cuMemsetD32", self._driver.cuMemsetD32_v2(self._buffer, ctypes.c_uint(0),
+                                                                    ctypes.c_size_t(1024)))
             self._check("cuCtxSynchronize", self._driver.cuCtxSynchronize())
         finally:
             self._pop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelkit import document as doc
+from kernelkit.records import run_time
 from kernelkit.report.run import Run, fmt, snapshots, target_name, unavailable_fields
 
 
@@ -35,14 +36,13 @@ def span_settings(run: Run) -> dict[str, Any] | None:
 
 
 def where_targets_ran(run: Run) -> str:
-    """The processes the timed targets ran in, from their job clocks: each its own, or jobs of
-    long-lived worker processes (kernelkit.worker), which keep imports, context and modules."""
-    workers = {(r["job"]["worker"]["pid"], r["job"]["worker"]["started_unix_s"])
-               for r in run.timings if isinstance(r.get("job"), dict) and r["job"].get("worker")}
-    in_workers = sum(1 for r in run.timings if isinstance(r.get("job"), dict) and r["job"].get("worker"))
+    """The processes the timed targets ran in, from their job clocks (records.run_time): each its
+    own, or jobs of long-lived worker processes (kernelkit.worker), which keep imports, context and modules."""
+    counted = run_time(run.timings)
+    in_workers, workers = counted.get("worker_jobs", 0), counted.get("worker_processes", 0)
     if not in_workers:
         return "Each timed target ran in its own process"
-    processes = f"{len(workers)} long-lived worker process{'es' if len(workers) != 1 else ''}"
+    processes = f"{workers} long-lived worker process{'es' if workers != 1 else ''}"
     if in_workers == len(run.timings):
         return (f"Each timed target ran as one job of {processes} (kernelkit.worker: imports, CUDA context and loaded "
                 "modules stay from job to job; device memory is returned after each)")
