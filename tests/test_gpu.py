@@ -96,6 +96,8 @@ def test_environment_capture_reads_the_device():
     assert record["cuda"]["compute_capability"].count(".") == 1
     assert isinstance(record["gpu"]["driver_version"], str)
     assert isinstance(record["snapshot"]["sm_clock_mhz"], (int, str))
+    # Read from package metadata, without importing Torch or Triton: the same version CuPy reports.
+    assert record["baseline_packages"]["cupy"] == record["cuda"]["cupy_version"]
 
 
 def test_time_command_refuses_a_kernel_whose_correctness_did_not_pass(tmp_path, capsys):

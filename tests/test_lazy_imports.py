@@ -9,7 +9,11 @@ import json
 import subprocess
 import sys
 
+from importlib import metadata
+
 from conftest import REPO, kit_env
+
+from kernelkit import library
 
 PROGRAM = r"""
 import json, sys
@@ -37,7 +41,8 @@ for name in spec.available():
             kernel.launch(kernel.layout(layout), shape)
     host = kernel.make_inputs(shape, kernel.timing_pattern, inputs.rng_for(name, spec.shape_name(shape), "normal"))
     kernel.reference(host)
-print(json.dumps({"attempted": sorted(set(attempted)), "kernels": spec.available()}))
+packages = environment._baseline_packages()
+print(json.dumps({"attempted": sorted(set(attempted)), "kernels": spec.available(), "packages": packages}))
 """
 
 
@@ -48,6 +53,13 @@ def test_checking_and_timing_hand_written_layouts_never_imports_torch_or_triton(
     result = json.loads(done.stdout)
     assert len(result["kernels"]) >= 6
     assert result["attempted"] == []
+    # The environment record names the baselines' versions from package metadata, imports aside.
+    assert set(result["packages"]) == set(library.PACKAGES)
+    for package, version in result["packages"].items():
+        try:
+            assert version == metadata.version(metadata.packages_distributions()[package][0])
+        except KeyError:
+            assert version == f"unavailable: {package} is not installed"
 
 
 def test_the_recorder_sees_an_import_attempt_even_of_a_missing_package():

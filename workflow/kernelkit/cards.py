@@ -141,6 +141,18 @@ def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
     return placed
 
 
+def kernels_by_work(works: list[Work]) -> dict[str, int]:
+    """Kernel -> rank by its expected GPU-job work, all shapes together: 0 for the least (ties: by
+    name). The workflow opens the gates of the highest rank first: every
+    timing of a kernel waits for all of its negative controls, so the kernel with the most timing
+    work behind its controls should have them done first."""
+    total: dict[str, float] = {}
+    for work in works:
+        total[work.kernel] = total.get(work.kernel, 0.0) + work.seconds
+    ordered = sorted(total, key=lambda kernel: (total[kernel], kernel))
+    return {kernel: rank for rank, kernel in enumerate(ordered)}
+
+
 def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:
     """Expected seconds of work per GPU under an assignment."""
     total: dict[int, float] = {gpu: 0.0 for gpu in set(placed.values())}

@@ -28,7 +28,7 @@ rule negative_control:
         paths.CONTROL,
     log:
         paths.log(paths.CONTROL),
-    priority: GATE_PRIORITY
+    priority: control_priority
     conda:
         "../../envs/kernelkit.yaml"
     resources:
@@ -59,7 +59,7 @@ rule sanitize:
     log:
         paths.log(paths.SANITIZER),
     # A check like correctness: it gates the layout's timing, so it runs before any timed target.
-    priority: GATE_PRIORITY
+    priority: sanitizer_priority
     conda:
         "../../envs/kernelkit.yaml"
     resources:

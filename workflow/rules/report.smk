@@ -11,8 +11,10 @@ rule summary:
         paths.log(paths.SUMMARY),
     conda:
         "../../envs/kernelkit.yaml"
+    params:
+        pin=pool_pin,
     shell:
-        "python -m kernelkit summary --output {output} {input} > {log} 2>&1"
+        "{params.pin}python -m kernelkit summary --output {output} {input} > {log} 2>&1"
 
 
 rule figure:
@@ -33,8 +35,10 @@ rule figure:
         kernel=r"(?!clocks\.svg)[A-Za-z0-9_]+",
     conda:
         "../../envs/kernelkit.yaml"
+    params:
+        pin=pool_pin,
     shell:
-        "python -m kernelkit figure --kernel {wildcards.kernel} --output {output} {input} > {log} 2>&1"
+        "{params.pin}python -m kernelkit figure --kernel {wildcards.kernel} --output {output} {input} > {log} 2>&1"
 
 
 rule clock_figure:
@@ -50,8 +54,10 @@ rule clock_figure:
         paths.log(paths.CLOCK_FIGURE, "figures/clocks"),
     conda:
         "../../envs/kernelkit.yaml"
+    params:
+        pin=pool_pin,
     shell:
-        "python -m kernelkit clock-figure --output {output} {input} > {log} 2>&1"
+        "{params.pin}python -m kernelkit clock-figure --output {output} {input} > {log} 2>&1"
 
 
 rule report:
@@ -85,6 +91,8 @@ rule report:
         paths.log(paths.REPORT_MARKDOWN, "report"),
     conda:
         "../../envs/kernelkit.yaml"
+    params:
+        pin=pool_pin,
     shell:
-        "python -m kernelkit report results/{wildcards.run} --figures reports/{wildcards.run}/figures"
+        "{params.pin}python -m kernelkit report results/{wildcards.run} --figures reports/{wildcards.run}/figures"
         " --markdown {output.markdown} --html {output.html} > {log} 2>&1"
