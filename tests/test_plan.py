@@ -72,8 +72,8 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control|sanitize):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
                                                   done.stdout, re.M)]
     assert len(checks) == 34 + 46 + 15 and min(checks) > max(int(j[4]) for j in jobs)
-    # Among them, what gates the negative controls (and so every timing) starts before the
-    # libraries' correctness: the hand-written layouts' correctness, the controls and the sanitizer.
+    # Among them, the gates start before the libraries' correctness: the hand-written layouts'
+    # correctness, the negative controls (every timing of the kernel waits for them) and the sanitizer.
     correctness = re.findall(r"output: results/pytest-dry-run/correctness/(\w+)/(\w+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
                              done.stdout)
     library = [int(p) for kernel, layout, p in correctness if specs.load(kernel).is_baseline(layout)]
@@ -116,9 +116,12 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
                      "-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
-    # The layout's sanitizer record gates its timing like the checks do; the controls wait for the
-    # hand-written layouts' correctness (t32, t256, vec), not for the libraries' (torch, triton).
-    assert job_counts(done.stdout) == {"correctness": 3, "negative_control": 6, "sanitize": 1, "timing": 1, "total": 11}
+    # The layout's sanitizer record gates its timing like the checks do. The controls and the
+    # sanitizer wait for no correctness record: they run beside the layout's correctness job.
+    assert job_counts(done.stdout) == {"correctness": 1, "negative_control": 6, "sanitize": 1, "timing": 1, "total": 9}
+    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
+    checks = [b for b in blocks if b.startswith(("rule negative_control:", "rule sanitize:"))]
+    assert len(checks) == 7 and not any("/correctness/" in b.split("output:")[0] for b in checks)
 
 
 def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):
@@ -126,7 +129,7 @@ def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json", "-n", "--cores", "1",
                      "--configfile", str(tmp_path / "off.yaml"), "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
-    assert job_counts(done.stdout) == {"correctness": 3, "negative_control": 6, "timing": 1, "total": 10}
+    assert job_counts(done.stdout) == {"correctness": 1, "negative_control": 6, "timing": 1, "total": 8}
 
 
 @pytest.mark.parametrize(

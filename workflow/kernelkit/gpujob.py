@@ -115,7 +115,14 @@ def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock:
 def share_until_exit(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> None:
     """Share the GPU again until this process ends, for a process whose child processes used it
     meanwhile (it could not hold it then without making them wait): its CUDA context is destroyed
-    at the end, which must not overlap a timing."""
+    at the end, which must not overlap a timing.
+
+    Not in a worker (kernelkit.worker): its context outlives the job, and the worker frees the
+    job's memory holding the GPU shared itself. Waiting here only queued the job behind every
+    timing already waiting for the GPU: rmsnorm's `barrier` control, which every rmsnorm timing
+    waits for, spent 5.5 of its 14.6 s so on two H200s (h200-w2x2c)."""
+    if _worker is not None:
+        return
     with shared_gpu(nvml, pci_bus_id, settings, clock, until_exit=True):
         pass
 

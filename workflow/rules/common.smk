@@ -158,10 +158,11 @@ CEILING_PRIORITY = 2**39
 # instead of following the shuffled plan (the full run h200-full, retired and kept in git history,
 # ran that way).
 CHECK_PRIORITY = 2**38
-# Among the checks, those that gate the negative controls (the hand-written layouts' correctness)
-# start first: every timing waits for the controls, while a library layout's correctness (Torch
-# alone takes seconds to import) gates only that layout. On two H200s the rmsnorm controls
-# started 27.9 s into the run, behind library correctness jobs queued for the same workers.
+# Among the checks, the gates start first: the negative controls, which every timing of their
+# kernel waits for, and the hand-written layouts' correctness and sanitizer records; a library
+# layout's correctness (Torch alone takes seconds to import) gates only that layout. On two H200s
+# the rmsnorm controls started 27.9 s into the run, behind library correctness jobs queued for the
+# same workers.
 GATE_PRIORITY = CHECK_PRIORITY + 1
 
 
@@ -222,15 +223,6 @@ def correctness_files(kernel):
             for name in LAYOUTS[kernel]
         ]
     )
-
-
-def control_gate_files(kernel):
-    """The correctness records a kernel's negative controls wait for: those of its configured
-    hand-written layouts. A library layout has no source to mutate, and its correctness job (Torch
-    alone takes seconds to import) need not hold the controls, and so every timing, back. With
-    library layouts only, the controls still come after their correctness."""
-    own = [name for name in LAYOUTS[kernel] if not SPECS[kernel].is_baseline(name)]
-    return frozen([paths.path(paths.CORRECTNESS, run=RUN, kernel=kernel, layout=name) for name in own or LAYOUTS[kernel]])
 
 
 def correctness_priority(wildcards):
