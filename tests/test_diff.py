@@ -293,7 +293,7 @@ def test_a_process_that_looked_and_saw_no_foreign_work_is_not_flagged(tmp_path):
 
 
 def test_across_cards_the_threshold_grows_by_how_far_apart_the_cards_are_on_the_kit_ceilings():
-    """h200-w2x1b and h200-p3 ran on different H200s (two hosts), and each measured copy, L2,
+    """h200-w2x1d and h200-p3 ran on different H200s (two hosts), and each measured copy, L2,
     GEMM and the harness floor on its card in the same way: a row across cards is judged at the
     threshold plus the largest |B/A - 1| of those ceilings for its two cards, recomputed here from
     the ceiling files. h200-s5a recorded no sizes with its ceilings: beside h200-e2 no spread is added."""
@@ -301,7 +301,7 @@ def test_across_cards_the_threshold_grows_by_how_far_apart_the_cards_are_on_the_
 
     from kernelkit.stats import process_order, verdict
 
-    a_dir, b_dir = REPO / "results" / "h200-w2x1b", REPO / "results" / "h200-p3"
+    a_dir, b_dir = REPO / "results" / "h200-w2x1d", REPO / "results" / "h200-p3"
     ceilings = {}
     for run_dir in (a_dir, b_dir):
         for path in [*run_dir.glob("ceilings/*.json"), *run_dir.glob("gpus/*/ceilings/*.json")]:

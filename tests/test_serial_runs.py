@@ -57,7 +57,7 @@ def test_the_report_method_says_how_many_targets_switched_contexts_and_older_run
     paragraph = context_switch_paragraph(Run(REPO / "results" / SERIAL))
     assert paragraph is not None and paragraph.text.startswith("Before its warm-up, each of 174 timed targets")
     assert "could not switch" not in paragraph.text
-    assert context_switch_paragraph(Run(REPO / "results" / "h200-w2x2b")) is None
+    assert context_switch_paragraph(Run(REPO / "results" / "h200-p5a")) is None
 
 
 @pytest.mark.parametrize("run, lead", [

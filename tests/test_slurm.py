@@ -27,7 +27,7 @@ from conftest import REPO, job_counts, snakemake
 # A committed run made by this kit on two GPUs (every target of today's default config exists in it,
 # so only the CPU rules run) and the committed one-GPU run it is diffed against (the diff reads
 # summaries only).
-RUN, OTHER = "h200-w2x2b", "h200-w2x1b"
+RUN, OTHER = "h200-w2x2d", "h200-w2x1d"
 DIFF_TARGET = f"reports/diff/{OTHER}__vs__{RUN}/diff.md"
 TIMED_SHAPE = ("rmsnorm", "512x128")
 # The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".

@@ -147,11 +147,14 @@ def test_the_sanitizer_children_run_in_their_own_process():
     assert tools._same_kit_environment()[worker.WORKER_VARIABLE] == "0"
 
 
-def test_only_the_set_up_heavy_gpu_stages_are_delegated(monkeypatch):
+def test_only_the_set_up_heavy_stages_are_delegated(monkeypatch):
+    """The GPU stages that run many short jobs, and the report's stages (imports are most of their
+    time); never a stage whose children run under a tool, nor the once-per-run ones."""
     monkeypatch.setenv(worker.WORKER_VARIABLE, "1")
     assert [command for command in ("time", "span", "correctness", "control", "sanitize", "profile", "profile-call",
-                                    "ceiling", "environment", "report", "diff") if worker.enabled(command)] == [
-        "time", "span", "correctness", "control"]
+                                    "ceiling", "environment", "summary", "figure", "clock-figure", "report", "diff")
+            if worker.enabled(command)] == ["time", "span", "correctness", "control", "summary", "figure", "clock-figure",
+                                            "report"]
     monkeypatch.setenv(worker.WORKER_VARIABLE, "0")
     assert not worker.enabled("time")
 
@@ -202,7 +205,7 @@ def _workers_by_card(run):
     return by_card, own_process
 
 
-@pytest.mark.parametrize("run, processes, cards", [("h200-s3", 1, 1), ("h200-p3", 8, 1), ("h200-cold1", 8, 1), ("h200-w2x2b", 8, 2)])
+@pytest.mark.parametrize("run, processes, cards", [("h200-s3", 1, 1), ("h200-p3", 8, 1), ("h200-cold1", 8, 1), ("h200-w2x2d", 8, 2)])
 def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, processes, cards):
     """--cores 1 makes one worker process, all cores at most 8 per GPU; only the few stages that are
     not delegated (environment, ceilings) ran in processes of their own; each worker numbered its
@@ -216,7 +219,7 @@ def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, proces
             assert sorted(numbers) == list(range(1, len(numbers) + 1))
 
 
-@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2b", 261, 16), ("h200-f1", 0, 0)])
+@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2d", 261, 16), ("h200-f1", 0, 0)])
 def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, processes):
     """Counted from the committed records' job clocks; a run made before workers says nothing of them."""
     from kernelkit.records import run_time

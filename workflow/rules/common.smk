@@ -171,7 +171,7 @@ def gate_priority(kernel, racecheck=False):
     within a kernel a control that racecheck may have to catch (seconds of compute-sanitizer) goes
     before its other gates. With equal priorities, rmsnorm's `barrier` control, the slowest gate of
     the kernel with most timing work, started 12.7 s into a two-H200 run, ran 16.9 s beside other
-    kernels' timings, and held all of rmsnorm's timings back until 29.5 s (h200-w2x2b)."""
+    kernels' timings, and held all of rmsnorm's timings back until 29.5 s (h200-w2x2b, retired)."""
     return GATE_PRIORITY + 2 * GATE_RANK[kernel] + int(racecheck)
 
 
