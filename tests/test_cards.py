@@ -13,6 +13,7 @@ import yaml
 from conftest import REPO
 
 from kernelkit import KitError, cards
+from kernelkit import config as kit_config
 from kernelkit import spec as specs
 from kernelkit.report import assemble
 from kernelkit.report.limits import judge
@@ -84,6 +85,13 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
     jobs = dry_run_jobs("gpus=[0,1]")
     placed = cards.assign(default_works(), [0, 1])
     config = default_config()
+    # The checks' map reads the config as the workflow does, its schema defaults filled in.
+    validated = kit_config.load(REPO / "config" / "config.yaml")
+    checks_on = cards.check_cards(validated, {name: specs.load(name) for name in validated["kernels"]}, [0, 1])
+    # Both cards take checks (the default config's six kernels), neither more than about half the jobs.
+    check_jobs = [job for job in jobs if job["rule"] in ("correctness", "negative_control", "sanitize")]
+    per_card = [sum(job["pinned"] == card for job in check_jobs) for card in (0, 1)]
+    assert min(per_card) > 0 and max(per_card) / sum(per_card) < 0.6, per_card
     seen: dict[tuple[str, str], set[int]] = {}
     gpu_rules = {"timing", "span", "profile", "correctness", "negative_control", "sanitize", "environment",
                  "ceiling", "card_environment", "card_ceiling"}
@@ -101,7 +109,7 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
             expected = placed[(wildcards["kernel"], wildcards["shape"])]
             seen.setdefault((wildcards["kernel"], wildcards["shape"]), set()).add(job["pinned"])
         elif "kernel" in wildcards:
-            expected = cards.kernel_card(config, placed, wildcards["kernel"])
+            expected = checks_on[wildcards["kernel"]]
         else:
             expected = int(wildcards.get("gpu", 0))
         assert job["pinned"] == expected, job

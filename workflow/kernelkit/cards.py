@@ -161,10 +161,25 @@ def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int,
     return total
 
 
-def kernel_card(config: Mapping[str, Any], placed: Mapping[tuple[str, str], int], kernel: str) -> int:
-    """Correctness and negative controls are not compared across kernels: the card of the
-    kernel's first shape."""
-    return placed[(kernel, config["kernels"][kernel]["shapes"][0])]
+def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
+    """Kernel -> the card that runs its checks (correctness, negative controls, sanitizer).
+
+    Checks are not compared across kernels, and until a kernel's checks pass they are all the
+    work there is: so the kernels' checks are spread over the cards by their number of jobs, the
+    most onto the card with the fewest (ties: lower index). On the card of each kernel's first
+    shape instead, five of the six kernels' checks went to one of two H200s, whose 8 workers ran
+    them while the other card's idled, and the first timing started 17.8 s into the run
+    (h200-w2x2d)."""
+    from kernelkit.config import kernel_layouts
+
+    works = []
+    for kernel in config["kernels"]:
+        spec = specs[kernel]
+        layouts = kernel_layouts(config, kernel)
+        sanitized = sum(not spec.is_baseline(layout) for layout in layouts) if config.get("sanitize") else 0
+        jobs = len(layouts) + len(spec.mutations) + sanitized
+        works.append(Work(kernel, "", jobs, float(jobs)))
+    return {kernel: gpu for (kernel, _), gpu in assign(works, gpus).items()}
 
 
 def pin(gpu: int | None) -> str:

@@ -94,6 +94,7 @@ if not workflow.local_exec:
     GPUS = None
 EXPECTED_WORK = kit_cards.expected_work(config, SPECS)
 CARD_OF_SHAPE = kit_cards.assign(EXPECTED_WORK, GPUS) if GPUS else {}
+CARD_OF_CHECKS = kit_cards.check_cards(config, SPECS, GPUS) if GPUS else {}
 GATE_RANK = kit_cards.kernels_by_work(EXPECTED_WORK)
 
 
@@ -464,7 +465,7 @@ def all_targets():
 
 def card_of(wildcards):
     """The physical GPU a job runs on: its kernel/shape's card; a kernel's checks go to the card
-    of its first shape; a per-GPU job (environment, ceilings) names its card. None: allocated."""
+    cards.check_cards gives them; a per-GPU job (environment, ceilings) names its card. None: allocated."""
     if not GPUS:
         return None
     if "gpu" in wildcards.keys():
@@ -473,7 +474,7 @@ def card_of(wildcards):
         return GPUS[0]
     if "shape" in wildcards.keys():
         return CARD_OF_SHAPE[(checked_kernel(wildcards), checked_shape(wildcards))]
-    return kit_cards.kernel_card(config, CARD_OF_SHAPE, checked_kernel(wildcards))
+    return CARD_OF_CHECKS[checked_kernel(wildcards)]
 
 
 def pin(wildcards):
