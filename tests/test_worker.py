@@ -219,7 +219,7 @@ def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, proces
             assert sorted(numbers) == list(range(1, len(numbers) + 1))
 
 
-@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2d", 261, 16), ("h200-f1", 0, 0)])
+@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2d", 261, 16), ("h200-w2x2e", 261, 16), ("h200-f1", 0, 0)])
 def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, processes):
     """Counted from the committed records' job clocks; a run made before workers says nothing of them."""
     from kernelkit.records import run_time
@@ -235,6 +235,12 @@ def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, proces
         assert f" {jobs} of the jobs ran in {processes} long-lived worker process" in text
     else:
         assert "worker" not in text
+    # When timing began and the negative controls ended, from the same clocks.
+    first_timing = min(r["job"]["started_unix_s"] for r in loaded.timings + loaded.cold) - timed["started_unix_s"]
+    last_control = max(r["job"]["ended_unix_s"] for r in loaded.controls) - timed["started_unix_s"]
+    assert 0 < first_timing and 0 < last_control < timed["wall_s"]
+    assert (f"The first timed target started {first_timing:.1f} s and the last negative control ended "
+            f"{last_control:.1f} s after the first job started") in text
 
 
 def test_a_worker_whose_job_lost_its_own_process_ends_and_lets_the_gpu_go(tmp_path, pool_env):

@@ -73,7 +73,23 @@ def run_time_paragraphs(run: Run) -> list[doc.Block]:
                  f"process{'es' if timed['worker_processes'] != 1 else ''}, the others in processes of their own.")
     if timed["without_job_time"]:
         text += f" {timed['without_job_time']} records carry no job clock and are not counted."
+    text += checks_before_timing_sentence(run, timed["started_unix_s"])
     return [doc.Paragraph(text)]
+
+
+def checks_before_timing_sentence(run: Run, started_unix_s: float) -> str:
+    """When the first timed target started and the last negative control ended, from the job
+    clocks: every timing of a kernel waits for all of its controls, so this is the stretch more
+    GPUs cannot shorten. Empty when either has no clock."""
+    clocked = lambda records: [r["job"] for r in records if isinstance(r.get("job"), dict)]  # noqa: E731
+    timings, controls = clocked(run.timings + run.cold), clocked(run.controls)
+    if not timings or not controls:
+        return ""
+    first_timing = min(job["started_unix_s"] for job in timings) - started_unix_s
+    last_control = max(job.get("ended_unix_s", job["started_unix_s"] + job["wall_s"]) for job in controls) - started_unix_s
+    return (f" The first timed target started {first_timing:.1f} s and the last negative control ended "
+            f"{last_control:.1f} s after the first job started (every timing of a kernel waits for all of its "
+            f"kernel's negative controls).")
 
 
 def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
