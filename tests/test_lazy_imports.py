@@ -66,7 +66,7 @@ def test_a_package_version_is_read_without_importing_the_package(tmp_path, monke
     """Torch-like: a version module whose version carries a local build tag the metadata leaves
     out; CuPy-like: no version module, a distribution named otherwise than the import. Both
     packages raise on import, so reading a version by importing them would fail the test."""
-    from kernelkit.environment import installed_version
+    from kernelkit.library import installed_version
 
     (tmp_path / "tagged").mkdir()
     (tmp_path / "tagged" / "__init__.py").write_text("raise RuntimeError('imported')\n")

@@ -11,7 +11,6 @@ import argparse
 import getpass
 import os
 import platform
-import re
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -248,40 +247,8 @@ def _baseline_packages() -> dict[str, str]:
     on the GPU is what its correctness job finds (and records as a skip)."""
     from kernelkit import library
 
-    return {package: installed_version(package) or f"{UNAVAILABLE}{package} is not installed"
+    return {package: library.installed_version(package) or f"{UNAVAILABLE}{package} is not installed"
             for package in library.PACKAGES}
-
-
-VERSION_ASSIGNMENT = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.MULTILINE)
-
-
-def installed_version(package: str) -> str | None:
-    """The version a package reports as `__version__`, found without importing it: from its
-    version module's text where it has one (Torch's carries its CUDA build, e.g. 2.11.0+cu130,
-    which its package metadata leaves out), else from the metadata of the distribution that
-    installed it (CuPy's is named after its CUDA version, cupy-cuda12x). None: not installed."""
-    from importlib import metadata
-    from pathlib import Path
-
-    # The folder Python would import it from, looked up on sys.path by hand: asking the import
-    # system (importlib.util.find_spec) is an import attempt as far as its hooks can tell.
-    folder = next((Path(entry or ".") / package for entry in sys.path
-                   if (Path(entry or ".") / package / "__init__.py").is_file()), None)
-    try:
-        distribution = metadata.packages_distributions()[package][0]
-    except (KeyError, IndexError):
-        distribution = None
-    if folder is None and distribution is None:
-        return None
-    for name in ("version.py", "_version.py"):
-        path = folder / name if folder is not None else None
-        match = VERSION_ASSIGNMENT.search(path.read_text(errors="replace")) if path and path.is_file() else None
-        if match:
-            return match.group(1)
-    try:
-        return metadata.version(distribution) if distribution else "unknown (no version module or package metadata)"
-    except metadata.PackageNotFoundError:
-        return "unknown (no version module or package metadata)"
 
 
 def cmd_environment(args: argparse.Namespace) -> int:

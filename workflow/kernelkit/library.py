@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -42,6 +43,34 @@ def preload(package: str) -> None:
 def version(package: str) -> str:
     module = sys.modules.get(package) or importlib.import_module(package)
     return str(getattr(module, "__version__", "unknown"))
+
+
+VERSION_ASSIGNMENT = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.MULTILINE)
+
+
+def installed_version(package: str) -> str | None:
+    """What `version` would say, found without importing the package: from its version module's
+    text where it has one (Torch's carries its CUDA build, e.g. 2.11.0+cu130, which its package
+    metadata leaves out), else from the metadata of the distribution that installed it (CuPy's is
+    named after its CUDA version, cupy-cuda12x). None: not installed."""
+    from importlib import metadata
+
+    # The folder Python would import it from, looked up on sys.path by hand: asking the import
+    # system (importlib.util.find_spec) is an import attempt as far as its hooks can tell.
+    folder = next((Path(entry or ".") / package for entry in sys.path
+                   if (Path(entry or ".") / package / "__init__.py").is_file()), None)
+    for name in ("version.py", "_version.py") if folder is not None else ():
+        path = folder / name
+        match = VERSION_ASSIGNMENT.search(path.read_text(errors="replace")) if path.is_file() else None
+        if match:
+            return match.group(1)
+    distributions = metadata.packages_distributions().get(package) or []
+    if not distributions:
+        return None if folder is None else "unknown (no version module or package metadata)"
+    try:
+        return metadata.version(distributions[0])
+    except metadata.PackageNotFoundError:
+        return "unknown (no version module or package metadata)"
 
 
 def torch_views(buffers: Mapping[str, Any]) -> dict[str, Any]:
