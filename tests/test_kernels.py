@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 from conftest import padded_output
 
 from kernelkit import spec as specs
-from kernelkit.checks import GUARD_ELEMENTS, check_case
+from kernelkit.checks import GUARD_ELEMENTS, check_case, prepare_case, prepare_cases
 from kernelkit.inputs import PATTERNS, pattern_array, rng_for
 
 RMSNORM = specs.load("rmsnorm")
@@ -42,6 +43,24 @@ def test_correctness_suite_is_48_cases_with_the_seed_widths():
     assert list(RMSNORM.layouts)[:2] == ["t32", "t256"]  # the seed's two layouts: 48 cases
     assert len(RMSNORM.correctness_shapes) * len(RMSNORM.patterns) * 2 == 48
     assert RMSNORM.patterns == PATTERNS
+
+
+def test_a_suite_makes_each_cases_reference_once_and_gives_every_layout_the_same_one():
+    matmul = specs.load("matmul")
+    made = []
+    spec = replace(matmul, reference=lambda inputs: made.append(1) or matmul.reference(inputs))
+    cases = [((33, 65, 17), "normal"), ((64, 64, 64), "alternating")]
+    layouts = ["tile16", "reg4x4", "tiled"]
+    prepared = prepare_cases(spec, layouts, cases)
+    assert len(made) == len(cases)
+    assert [(case.layout, case.shape, case.pattern) for case in prepared] == [
+        (layout, shape, pattern) for layout in layouts for shape, pattern in cases]
+    for case in prepared:
+        alone = prepare_case(spec, case.layout, case.shape, case.pattern)
+        np.testing.assert_array_equal(case.reference, alone.reference)
+        np.testing.assert_array_equal(case.scale, alone.scale)
+        for name, array in alone.host_inputs.items():
+            np.testing.assert_array_equal(case.host_inputs[name], array)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

@@ -81,6 +81,22 @@ def resource(gpu: int) -> str:
     return f"gpu_{gpu}"
 
 
+def pool_resource(gpu: int) -> str:
+    """The Snakemake resource that bounds how many jobs of card `gpu`'s worker pool run at once."""
+    return f"gpu_{gpu}_pool"
+
+
+def pool_job_bound(processes: int) -> int:
+    """How many jobs of one card's worker pool (kernelkit.worker) Snakemake runs at once: its
+    processes, and half as many again queued, so that a worker finishing a job takes the next at
+    once, while Snakemake is still starting another.
+
+    Why a bound: a job waiting for its card's pool takes a core all the same. Unbounded, the first
+    card's checks, which rank first, took 22 of 32 cores on two H200s while its 8 workers ran 8 of
+    them; the second card's checks could not start for 5.8 s, and its workers idled (h200-w2x2e)."""
+    return processes + max(1, processes // 2)
+
+
 @dataclass(frozen=True)
 class Work:
     """The expected seconds of GPU-job work of one kernel/shape, and of what it is made of."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -83,6 +83,22 @@ def prepare_case(spec: KernelSpec, layout_name: str, shape: Shape, pattern: str)
                         spec.error_scale(host_inputs) if spec.error_scale else None)
 
 
+def prepare_cases(spec: KernelSpec, layouts: Sequence[str], cases: Sequence[tuple[Shape, str]]) -> list[PreparedCase]:
+    """Every layout's cases, each (shape, pattern)'s inputs and float64 reference made once and shared
+    by the layouts: they depend on neither the layout nor the mutation, and a control of matmul's
+    four hand-written layouts otherwise made each 1000^3 reference four times. The judgement
+    reads them only, so sharing them cannot let one layout's result leak into another's."""
+    made: dict[tuple[Shape, str], PreparedCase] = {}
+    prepared = []
+    for layout in layouts:
+        for shape, pattern in cases:
+            first = made.get((shape, pattern))
+            if first is None:
+                first = made[(shape, pattern)] = prepare_case(spec, layout, shape, pattern)
+            prepared.append(replace(first, layout=layout))
+    return prepared
+
+
 def launch_case(spec: KernelSpec, kernel: Any, case: PreparedCase, runs: int = 1) -> list[np.ndarray]:
     """The GPU side of one case: upload, then `runs` times a sentinel fill, one launch or library
     call (whose result is copied in) and a download: the raw bits of [guard | output | guard] of
@@ -150,20 +166,24 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
 
+    clock = clock or gpujob.JobClock()
     builds = {build(layout) for layout in layouts if not spec.is_baseline(layout)}
-    for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
-        library.preload(package)
-    prepared = [prepare_case(spec, layout, shape, pattern) for layout in layouts
-                for shape, pattern in (cases if cases is not None else correctness_cases(spec))]
+    with clock.phase("import_library"):
+        for package in sorted({spec.baselines[layout].package for layout in layouts if spec.is_baseline(layout)}):
+            library.preload(package)
+    with clock.phase("inputs_and_references"):
+        prepared = prepare_cases(spec, layouts, cases if cases is not None else correctness_cases(spec))
     if not prepared:
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(),
-                            clock or gpujob.JobClock(), until_exit):
-        compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
-        launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
-                                case, runs) for case in prepared]
-    return [judge_case(spec, case, case_launches) for case, case_launches in zip(prepared, launches)]
+    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock, until_exit):
+        with clock.phase("compile_and_load"):
+            compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
+        with clock.phase("launches"):
+            launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],
+                                    case, runs) for case in prepared]
+    with clock.phase("judge"):
+        return [judge_case(spec, case, case_launches) for case, case_launches in zip(prepared, launches)]
 
 
 def correctness_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
@@ -282,8 +302,9 @@ def cmd_control(args: argparse.Namespace) -> int:
     # must not hold it meanwhile, or a timing process waiting for the GPU would close the gate on
     # the child while waiting for this parent (see kernelkit.gpulock).
     look = bool(mutation.needs_gpu_to_show) or not caught
-    racecheck = tools.racecheck_controls(spec.name, [layout for layout, check in by_layout.items()
-                                                     if check is None and look], args.control, lock_dir=args.lock_dir)
+    with clock.phase("racecheck"):
+        racecheck = tools.racecheck_controls(spec.name, [layout for layout, check in by_layout.items()
+                                                         if check is None and look], args.control, lock_dir=args.lock_dir)
     for layout, result in racecheck.items():
         if result.get("hazards"):
             by_layout[layout] = "racecheck"

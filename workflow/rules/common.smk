@@ -22,6 +22,7 @@ from kernelkit.checks import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
+from kernelkit.worker import pool_size as worker_pool_size
 from kernelkit.worker_client import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 
 
@@ -96,6 +97,16 @@ EXPECTED_WORK = kit_cards.expected_work(config, SPECS)
 CARD_OF_SHAPE = kit_cards.assign(EXPECTED_WORK, GPUS) if GPUS else {}
 CARD_OF_CHECKS = kit_cards.check_cards(config, SPECS, GPUS) if GPUS else {}
 GATE_RANK = kit_cards.kernels_by_work(EXPECTED_WORK)
+# Each card's pool runs a bounded number of its jobs at once (kernelkit.cards.pool_job_bound
+# says why); `--resources gpu_<i>_pool=N` sets another bound.
+POOLED = bool(GPUS) and os.environ[WORKER_VARIABLE] == "1"
+if POOLED:
+    for gpu in GPUS:
+        if kit_cards.pool_resource(gpu) not in workflow.global_resources:
+            workflow.register_resource(
+                kit_cards.pool_resource(gpu),
+                kit_cards.pool_job_bound(worker_pool_size()),
+            )
 
 
 def committed_files(run_dir):
@@ -488,13 +499,22 @@ def pool_pin(wildcards):
     return kit_cards.pin(GPUS[0] if GPUS else None)
 
 
-def card_resources():
+def card_resources(pooled=False):
     """gpu_<i>=1 on the job's card i and 0 on the others, for every GPU rule's resources:, so that
-    `--resources gpu_<i>=N` can bound each card's jobs. None where the allocation picks the card."""
-    return {
+    `--resources gpu_<i>=N` can bound each card's jobs. None where the allocation picks the card.
+    `pooled`: a rule whose jobs run in the card's worker pool also takes one of its gpu_<i>_pool."""
+    on_card = {
         kit_cards.resource(gpu): (lambda wildcards, gpu=gpu: int(card_of(wildcards) == gpu))
         for gpu in GPUS or []
     }
+    if pooled and POOLED:
+        on_card.update(
+            {
+                kit_cards.pool_resource(gpu): on_card[kit_cards.resource(gpu)]
+                for gpu in GPUS
+            }
+        )
+    return on_card
 
 
 def checked_card(wildcards):

@@ -10,7 +10,7 @@ rule correctness:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(pooled=True),
     params:
         pin=pin,
         layout=checked_layout,
@@ -36,7 +36,7 @@ rule negative_control:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(pooled=True),
     params:
         pin=pin,
         control=checked_control,

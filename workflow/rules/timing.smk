@@ -21,7 +21,7 @@ rule timing:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(pooled=True),
     params:
         pin=pin,
         settings=TIMING_SETTINGS,
@@ -54,7 +54,7 @@ rule span:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(pooled=True),
     params:
         pin=pin,
         pairs=span_arguments,
