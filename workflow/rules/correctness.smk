@@ -66,7 +66,7 @@ rule sanitize:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(sanitizer=True),
     params:
         pin=pin,
         layout=checked_layout,
