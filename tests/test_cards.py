@@ -115,16 +115,13 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
         assert job["pinned"] == expected, job
         assert job["resources"]["gpu"] == "1"
         assert job["resources"][f"gpu_{expected}"] == "1" and job["resources"][f"gpu_{1 - expected}"] == "0", job
-        # Jobs that run in the card's worker pool take one of its bounded pool slots, sanitizer jobs
-        # one of its sanitizer slots; the environment's and the ceilings' own processes neither.
-        bounded = {"timing": "pool", "span": "pool", "correctness": "pool", "negative_control": "pool",
-                   "sanitize": "sanitizer"}.get(job["rule"])
-        for kind in ("pool", "sanitizer"):
-            if kind == bounded:
-                assert job["resources"][f"gpu_{expected}_{kind}"] == "1", job
-                assert job["resources"][f"gpu_{1 - expected}_{kind}"] == "0", job
-            else:
-                assert not any(name.endswith(f"_{kind}") for name in job["resources"]), job
+        # Jobs that run in the card's worker pool also take one of its bounded pool slots; the
+        # sanitizer's, the environment's and the ceilings' own processes do not.
+        if job["rule"] in ("timing", "span", "correctness", "negative_control"):
+            assert job["resources"][f"gpu_{expected}_pool"] == "1", job
+            assert job["resources"][f"gpu_{1 - expected}_pool"] == "0", job
+        else:
+            assert not any(name.endswith("_pool") for name in job["resources"]), job
     assert all(len(pins) == 1 for pins in seen.values()), seen
     assert {pin for pins in seen.values() for pin in pins} == {0, 1}
     per_card = [job for job in jobs if job["rule"] in ("card_environment", "card_ceiling")]

@@ -92,40 +92,6 @@ def test_jobs_run_one_after_another_in_the_same_worker_with_their_own_clock(tmp_
     assert began - 1 < jobs[0]["started_unix_s"] < jobs[0]["ended_unix_s"]
 
 
-def test_a_library_layouts_jobs_meet_a_pool_of_their_own_that_imported_the_library_before_it_forked(tmp_path, pool_env):
-    # The run says its rmsnorm `torch` layout needs a package; a stdlib module stands in for Torch here.
-    env = {**pool_env, "KERNELKIT_LIBRARY_LAYOUTS": json.dumps({"rmsnorm": {"torch": "json"}}),
-           "KERNELKIT_WORKER_PROCESSES": "4"}
-    argv, output = _skipped_timing(tmp_path, "library")
-    done = _kit(argv, env)
-    assert done.returncode == 0, done.stderr
-    library_pool = _address({**env, "KERNELKIT_WORKER_PRELOAD": "json"})
-    try:
-        assert _listening(library_pool) and not _listening(_address(env))
-        assert len(_pool_pids(library_pool[1:])) == 2  # half the card pool's 4 processes
-        assert json.loads(output.read_text())["job"]["worker"]["pid"] in _pool_pids(library_pool[1:])
-        log = (Path(env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log").read_text()
-        assert "(preloaded before the fork: json " in log
-    finally:
-        for pid in _pool_pids(library_pool[1:]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-
-@pytest.mark.parametrize(("argv", "packages"), [
-    (["time", "--kernel", "rmsnorm", "--layout", "torch"], "torch,triton"),
-    (["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--layout", "triton"], "torch,triton"),
-    (["time", "--kernel", "rmsnorm", "--layout", "t32"], ""),
-    (["control", "--kernel", "rmsnorm", "--control", "tail", "--layout", "t32"], ""),
-    (["span", "--kernel", "rmsnorm", "--shape", "512x128"], "torch,triton"),
-    (["span", "--kernel", "matmul", "--shape", "64x64x64"], ""),
-    (["summary", "--output", "x"], ""),
-])
-def test_only_jobs_whose_layouts_need_a_library_go_to_the_library_pool(monkeypatch, argv, packages):
-    monkeypatch.setenv("KERNELKIT_LIBRARY_LAYOUTS", json.dumps({"rmsnorm": {"torch": "torch", "triton": "triton"}}))
-    assert worker.library_packages(argv) == packages
-
-
 def test_a_job_in_its_own_process_names_no_worker(tmp_path, pool_env):
     argv, output = _skipped_timing(tmp_path, "own")
     done = _kit(argv, {**pool_env, "KERNELKIT_WORKER": "0"})

@@ -87,31 +87,14 @@ def pool_resource(gpu: int) -> str:
 
 
 def pool_job_bound(processes: int) -> int:
-    """How many jobs of one card's worker pools (kernelkit.worker) Snakemake runs at once: the
-    `processes` of its pool and the half as many of its library pool, and another half queued, so
-    that a worker finishing a job takes the next at once, while Snakemake is still starting another.
+    """How many jobs of one card's worker pool (kernelkit.worker) Snakemake runs at once: its
+    processes, and half as many again queued, so that a worker finishing a job takes the next at
+    once, while Snakemake is still starting another.
 
     Why a bound: a job waiting for its card's pool takes a core all the same. Unbounded, the first
     card's checks, which rank first, took 22 of 32 cores on two H200s while its 8 workers ran 8 of
     them; the second card's checks could not start for 5.8 s, and its workers idled (h200-w2x2e)."""
-    from kernelkit.worker_client import library_processes
-
-    return processes + 2 * library_processes(processes)
-
-
-def sanitizer_resource(gpu: int) -> str:
-    """The Snakemake resource that bounds how many sanitizer jobs of card `gpu` run at once."""
-    return f"gpu_{gpu}_sanitizer"
-
-
-# Sanitizer jobs (two compute-sanitizer children each) one card runs at once. Why: processes
-# under the tool slow every other process's CUDA calls on the card. On an H200, eight processes
-# created their contexts and loaded a module in 1.5 s alone and in 5.0-5.8 s beside 16 sanitizer
-# children, which took 7.3-8.2 s each instead of 1.7 s (2026-11-30). A full run started all 15
-# sanitizer jobs at once: 8 worker processes then spent 6.8 s in their first build, and no timing
-# started until 21 s (h200-w2x1f). Bounded, they run by their gates' priority, beside timings of
-# layouts already checked.
-SANITIZER_JOBS_PER_CARD = 2
+    return processes + max(1, processes // 2)
 
 
 @dataclass(frozen=True)

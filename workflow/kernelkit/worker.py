@@ -41,8 +41,7 @@ import time
 from typing import Any, Iterator
 
 from kernelkit import membership
-from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, PRELOAD_VARIABLE,
-                                     PROCESSES_VARIABLE, library_processes, read_line)
+from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, PROCESSES_VARIABLE, read_line
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -201,40 +200,6 @@ def pool_size() -> int:
         return 1
 
 
-def preloaded_packages() -> list[str]:
-    """The packages this pool imports before it forks (PRELOAD_VARIABLE), in order."""
-    return [name for name in os.environ.get(PRELOAD_VARIABLE, "").split(",") if name.strip()]
-
-
-def library_pool_size() -> int:
-    return library_processes(pool_size())
-
-
-def processes_of(preloaded: list[str]) -> int:
-    return library_pool_size() if preloaded else pool_size()
-
-
-def preload(packages: list[str]) -> str:
-    """Import the libraries once, before the fork, instead of once in each process that meets
-    them: Torch took 3.7-4.3 s to import in each of 8 processes of a pool, while timing jobs waited
-    in the queue behind them (two H200s, h200-w2x2e). Importing Torch and Triton creates no CUDA
-    context, so the forked processes start their own as before (tried on an H200: Torch, a Triton
-    kernel and CuPy in two children of such a parent). What could not be imported is left to the
-    job, which says so. Returns a line for the pool's log."""
-    from kernelkit import library
-
-    said = []
-    for package in packages:
-        began = time.monotonic()
-        try:
-            library.preload(package)
-        except Exception as error:  # noqa: BLE001 - the job that needs it reports it in its own words
-            said.append(f"{package} not imported ({type(error).__name__})")
-            continue
-        said.append(f"{package} {time.monotonic() - began:.1f} s")
-    return ", ".join(said)
-
-
 def idle_exit_s() -> float:
     try:
         return max(1.0, float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_EXIT_S)))
@@ -252,19 +217,15 @@ def pool_main() -> None:
     except OSError:
         return
     listener.listen(128)
-    packages = preloaded_packages()
-    imported = preload(packages) if packages else ""
-    processes = processes_of(packages)
-    for _ in range(processes - 1):
+    for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
-    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}"
-          f"{f' (preloaded before the fork: {imported})' if imported else ''}", flush=True)
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}", flush=True)
     # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
     import kernelkit.cli  # noqa: F401
     from kernelkit import inputs
 
-    inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() + library_pool_size()))
+    inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
     serve(listener, idle_exit_s())
@@ -275,8 +236,7 @@ KEPT_INPUTS_MAX_BYTES = 4 << 30
 
 def kept_input_bytes(processes: int) -> int:
     """What each worker may keep of timing inputs (kernelkit.inputs.KeptInputs): at most 4 GiB,
-    and the `processes` of a card's pools (its own and its library pool) together at most a
-    quarter of the host's memory."""
+    and all the pool's processes together at most a quarter of the host's memory."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):

@@ -24,12 +24,6 @@ from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 WORKER_VARIABLE = "KERNELKIT_WORKER"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
 IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
-# Packages a pool imports before it forks its processes, comma-separated (kernelkit.worker.pool_main).
-# A job sets it when its layouts need a library (`library_packages`), so those jobs meet a pool of
-# their own, a card's library pool.
-PRELOAD_VARIABLE = "KERNELKIT_WORKER_PRELOAD"
-# The run's library layouts, as JSON {kernel: {layout: package}}, set by the workflow for its jobs.
-LIBRARY_LAYOUTS_VARIABLE = "KERNELKIT_LIBRARY_LAYOUTS"
 # The stages whose jobs are many and whose cost is mostly set-up. The sanitizer's and Nsight
 # Compute's children run under their tool, so they must stay processes of their own
 # (kernelkit.tools gives them KERNELKIT_WORKER=0). The report's stages touch no GPU, but each
@@ -40,7 +34,7 @@ DELEGATED = frozenset({"time", "span", "correctness", "control", "summary", "fig
 # Environment that decides what a job does on which GPU: a pool serves only jobs that agree on it.
 KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
                   "SLURM_STEP_ID")
-UNKEYED = frozenset({WORKER_VARIABLE, PROCESSES_VARIABLE, IDLE_VARIABLE, LIBRARY_LAYOUTS_VARIABLE})
+UNKEYED = frozenset({WORKER_VARIABLE, PROCESSES_VARIABLE, IDLE_VARIABLE})
 START_TIMEOUT_S = 60.0
 CONNECT_RETRY_S = 0.05
 DEFAULT_IDLE_EXIT_S = 30.0
@@ -65,29 +59,6 @@ def _kit_fingerprint() -> str:
 def pool_address() -> str:
     """The abstract socket name of the pool this process's jobs belong to (see the module's docstring)."""
     return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}"
-
-
-def library_processes(processes: int) -> int:
-    """The processes of a card's library pool, beside the `processes` of its pool: half as many.
-    Its jobs (the baselines' correctness, timings and spans) are a third of a full run's, and each
-    process holds a CUDA context."""
-    return max(1, processes // 2)
-
-
-def library_packages(argv: Sequence[str]) -> str:
-    """The libraries the run's library pool preloads, comma-separated, when this command's
-    layouts need one (a span times every layout of its kernel); "" otherwise. Every job that needs
-    any library meets the same pool, which preloads them all: one pool per card, not one per mix."""
-    try:
-        layouts = json.loads(os.environ.get(LIBRARY_LAYOUTS_VARIABLE) or "{}")
-    except ValueError:
-        return ""
-    if not isinstance(layouts, dict):
-        return ""
-    named = {flag: [value for key, value in zip(argv, argv[1:]) if key == flag] for flag in ("--kernel", "--layout")}
-    of_kernel = layouts.get(named["--kernel"][0], {}) if named["--kernel"] else {}
-    needed = bool(of_kernel) if argv[0] == "span" else any(layout in of_kernel for layout in named["--layout"])
-    return ",".join(sorted({package for kernel in layouts.values() for package in kernel.values()})) if needed else ""
 
 
 def enabled(command: str | None) -> bool:
@@ -159,9 +130,6 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     this command is not delegated, or no pool started in time (the caller then runs it itself)."""
     if not argv or not enabled(argv[0]):
         return None
-    packages = library_packages(argv)
-    if packages:
-        os.environ[PRELOAD_VARIABLE] = packages  # keys the pool's address, and the pool inherits it
     address = pool_address()
     request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
                "client_pid": os.getpid()}

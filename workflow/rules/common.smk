@@ -23,7 +23,7 @@ from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 from kernelkit.worker import pool_size as worker_pool_size
-from kernelkit.worker_client import IDLE_VARIABLE, LIBRARY_LAYOUTS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 
 
 def refuse(sentence):
@@ -82,19 +82,6 @@ if config["gpu_lock"]["dir"]:
 os.environ.setdefault(WORKER_VARIABLE, "1" if config["worker"]["enabled"] else "0")
 os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or min(run_cores(), 8)))
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
-# The jobs of library layouts go to each card's library pool, which imports them once (kernelkit.worker.preload).
-os.environ[LIBRARY_LAYOUTS_VARIABLE] = json.dumps(
-    {
-        kernel: {
-            layout: SPECS[kernel].baselines[layout].package
-            for layout in LAYOUTS[kernel]
-            if SPECS[kernel].is_baseline(layout)
-            and SPECS[kernel].baselines[layout].package != "cupy"
-        }
-        for kernel in KERNELS
-    },
-    sort_keys=True,
-)
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 # Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed
@@ -112,16 +99,14 @@ CARD_OF_CHECKS = kit_cards.check_cards(config, SPECS, GPUS) if GPUS else {}
 GATE_RANK = kit_cards.kernels_by_work(EXPECTED_WORK)
 # Each card's pool runs a bounded number of its jobs at once (kernelkit.cards.pool_job_bound
 # says why); `--resources gpu_<i>_pool=N` sets another bound.
-# So does each card's sanitizer (kernelkit.cards.SANITIZER_JOBS_PER_CARD says why), unless
-# `--resources gpu_<i>_sanitizer=N` says otherwise.
 POOLED = bool(GPUS) and os.environ[WORKER_VARIABLE] == "1"
-for gpu in GPUS or []:
-    bounds = {kit_cards.sanitizer_resource(gpu): kit_cards.SANITIZER_JOBS_PER_CARD}
-    if POOLED:
-        bounds[kit_cards.pool_resource(gpu)] = kit_cards.pool_job_bound(worker_pool_size())
-    for name, bound in bounds.items():
-        if name not in workflow.global_resources:
-            workflow.register_resource(name, bound)
+if POOLED:
+    for gpu in GPUS:
+        if kit_cards.pool_resource(gpu) not in workflow.global_resources:
+            workflow.register_resource(
+                kit_cards.pool_resource(gpu),
+                kit_cards.pool_job_bound(worker_pool_size()),
+            )
 
 
 def committed_files(run_dir):
@@ -514,18 +499,21 @@ def pool_pin(wildcards):
     return kit_cards.pin(GPUS[0] if GPUS else None)
 
 
-def card_resources(pooled=False, sanitizer=False):
+def card_resources(pooled=False):
     """gpu_<i>=1 on the job's card i and 0 on the others, for every GPU rule's resources:, so that
     `--resources gpu_<i>=N` can bound each card's jobs. None where the allocation picks the card.
-    `pooled`: a rule whose jobs run in the card's worker pool also takes one of its gpu_<i>_pool;
-    `sanitizer`: one of its gpu_<i>_sanitizer."""
+    `pooled`: a rule whose jobs run in the card's worker pool also takes one of its gpu_<i>_pool."""
     on_card = {
         kit_cards.resource(gpu): (lambda wildcards, gpu=gpu: int(card_of(wildcards) == gpu))
         for gpu in GPUS or []
     }
-    for bounded, name in [(pooled and POOLED, kit_cards.pool_resource), (sanitizer, kit_cards.sanitizer_resource)]:
-        if bounded:
-            on_card.update({name(gpu): on_card[kit_cards.resource(gpu)] for gpu in GPUS or []})
+    if pooled and POOLED:
+        on_card.update(
+            {
+                kit_cards.pool_resource(gpu): on_card[kit_cards.resource(gpu)]
+                for gpu in GPUS
+            }
+        )
     return on_card
 
 

@@ -66,7 +66,7 @@ rule sanitize:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(sanitizer=True),
+        **card_resources(),
     params:
         pin=pin,
         layout=checked_layout,
