@@ -291,7 +291,12 @@ def test_time_command_keeps_the_clock_trace_and_tags_every_sample(tmp_path):
     assert record["method"]["samples"] == 20 and record["method"]["max_sample_ms"] == default_config()["timing"]["max_sample_ms"]
     assert record["format_version"] == 2
     assert record["method_used"]["clock_wait"]["enabled"] is True and record["method_used"]["cache"] == "cold"
-    assert all(tag["points"] >= 1 for tag in record["sample_tags"])
+    # A 1 ms sample gets the trace points within one 10 ms interval of it; a sampler thread late by
+    # more than that (one sample of 20 in an H200 run of 2026-11-30) leaves it uncovered, which the
+    # tag must then call unknown, never clean.
+    tags = record["sample_tags"]
+    assert sum(tag["points"] >= 1 for tag in tags) >= 0.8 * len(tags)
+    assert all(tag["throttled"] is None and tag["foreign"] is None for tag in tags if tag["points"] == 0)
 
 
 def test_stopping_rule_ends_on_spread_or_on_its_limit_and_says_which():
