@@ -45,6 +45,8 @@ def version(package: str) -> str:
     return str(getattr(module, "__version__", "unknown"))
 
 
+# What installed_version says of a package it finds installed but cannot read a version of.
+UNKNOWN_VERSION = "unknown (no version module or package metadata)"
 VERSION_ASSIGNMENT = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
@@ -66,11 +68,11 @@ def installed_version(package: str) -> str | None:
             return match.group(1)
     distributions = metadata.packages_distributions().get(package) or []
     if not distributions:
-        return None if folder is None else "unknown (no version module or package metadata)"
+        return None if folder is None else UNKNOWN_VERSION
     try:
         return metadata.version(distributions[0])
     except metadata.PackageNotFoundError:
-        return "unknown (no version module or package metadata)"
+        return UNKNOWN_VERSION
 
 
 def torch_views(buffers: Mapping[str, Any]) -> dict[str, Any]:

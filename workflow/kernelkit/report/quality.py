@@ -81,12 +81,13 @@ def checks_before_timing_sentence(run: Run, started_unix_s: float) -> str:
     """When the first timed target started and the last negative control ended, from the job
     clocks: every timing of a kernel waits for all of its controls, so this is the stretch more
     GPUs cannot shorten. Empty when either has no clock."""
-    clocked = lambda records: [r["job"] for r in records if isinstance(r.get("job"), dict)]  # noqa: E731
-    timings, controls = clocked(run.timings + run.cold), clocked(run.controls)
-    if not timings or not controls:
+    from kernelkit.records import run_time
+
+    timings, controls = run_time(run.timings + run.cold), run_time(run.controls)
+    if not timings["jobs"] or not controls["jobs"]:
         return ""
-    first_timing = min(job["started_unix_s"] for job in timings) - started_unix_s
-    last_control = max(job.get("ended_unix_s", job["started_unix_s"] + job["wall_s"]) for job in controls) - started_unix_s
+    first_timing = timings["started_unix_s"] - started_unix_s
+    last_control = controls["ended_unix_s"] - started_unix_s
     return (f" The first timed target started {first_timing:.1f} s and the last negative control ended "
             f"{last_control:.1f} s after the first job started (every timing of a kernel waits for all of its "
             f"kernel's negative controls).")
