@@ -125,23 +125,58 @@ def test_hazards_a_non_zero_exit_or_a_missing_summary_each_forbid_timing():
     assert tools.findings({"skipped": "compute-sanitizer is not on the PATH"}) == []
 
 
+def _kernel_record(clean, layouts=("t32", "t256", "vec")):
+    """A record of the kernel's layouts checked together, as `kernelkit sanitize` writes it, made
+    from a committed clean record of one layout."""
+    return {"kernel": "rmsnorm", "layouts": list(layouts), "source_sha256": RMSNORM.source_sha256(),
+            "cases": [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(RMSNORM)],
+            "tools": clean["tools"]}
+
+
 def test_require_clean_gates_on_findings_and_on_the_source(tmp_path):
     clean = _committed_sanitizer("t256")
     for result in clean["tools"].values():
         result["errors"] = tools.sanitizer_errors(result["tail"])
-    clean["source_sha256"] = RMSNORM.source_sha256()
-    path = tmp_path / "t256.json"
-    write_record(path, clean)
-    tools.require_clean(RMSNORM, "t256", str(path))
-    write_record(path, {"kernel": "rmsnorm", "layout": "t256", "source_sha256": RMSNORM.source_sha256(),
+    path = tmp_path / "rmsnorm.json"
+    write_record(path, _kernel_record(clean))
+    for layout in ("t32", "t256", "vec"):
+        tools.require_clean(RMSNORM, layout, str(path))
+    write_record(path, _kernel_record(clean, ["t32", "t256"]))
+    with pytest.raises(KitError, match="not a sanitizer record of layout 'vec' on this source"):
+        tools.require_clean(RMSNORM, "vec", str(path))
+    write_record(path, {"kernel": "rmsnorm", "layouts": ["t256"], "source_sha256": RMSNORM.source_sha256(),
                         "skipped": "compute-sanitizer is not on the PATH"})
     tools.require_clean(RMSNORM, "t256", str(path))  # absent tool: timing goes on, the report says so
-    write_record(path, _with_racecheck(clean, "========= RACECHECK SUMMARY: 24 hazards displayed (24 errors, 0 warnings)"))
+    hazards = _with_racecheck(clean, "========= RACECHECK SUMMARY: 24 hazards displayed (24 errors, 0 warnings)")
+    write_record(path, _kernel_record(hazards))
     with pytest.raises(KitError, match=r"racecheck reports 24 hazards; nothing will be timed"):
+        tools.require_clean(RMSNORM, "vec", str(path))
+    # Where the joint run found something, each layout's own run decides.
+    write_record(path, {**_kernel_record(hazards), "by_layout": {"t32": {"tools": hazards["tools"]},
+                                                                 "t256": {"tools": clean["tools"]},
+                                                                 "vec": {"tools": clean["tools"]}}})
+    tools.require_clean(RMSNORM, "t256", str(path))
+    with pytest.raises(KitError, match=r"racecheck reports 24 hazards; nothing will be timed"):
+        tools.require_clean(RMSNORM, "t32", str(path))
+    write_record(path, {**_kernel_record(clean), "source_sha256": RMSNORM.source_sha256("barrier")})
+    with pytest.raises(KitError, match="not a sanitizer record of layout 't256' on this source"):
         tools.require_clean(RMSNORM, "t256", str(path))
-    write_record(path, {**clean, "source_sha256": RMSNORM.source_sha256("barrier")})
-    with pytest.raises(KitError, match="not the sanitizer record of layout 't256' on this source"):
-        tools.require_clean(RMSNORM, "t256", str(path))
+    # A record of one layout, as earlier kits wrote them, still reads.
+    write_record(path, {**clean, "source_sha256": RMSNORM.source_sha256()})
+    tools.require_clean(RMSNORM, "t256", str(path))
+    with pytest.raises(KitError, match="not a sanitizer record of layout 't32'"):
+        tools.require_clean(RMSNORM, "t32", str(path))
+
+
+def test_per_layout_entries_read_like_the_records_of_earlier_kits():
+    clean = _committed_sanitizer("t256")
+    record = _kernel_record(clean, ["t32", "vec"])
+    entries = tools.per_layout(record)
+    assert [(entry["kernel"], entry["layout"]) for entry in entries] == [("rmsnorm", "t32"), ("rmsnorm", "vec")]
+    assert all(entry["tools"] == clean["tools"] and entry["cases"] == record["cases"] for entry in entries)
+    assert tools.per_layout(clean) == [clean]
+    skipped = tools.per_layout({"kernel": "rmsnorm", "layouts": ["t32"], "skipped": "no tool"})
+    assert skipped == [{"kernel": "rmsnorm", "layout": "t32", "skipped": "no tool"}]
 
 
 def test_sanitizer_cases_drop_only_the_largest_shape_and_use_one_pattern():
@@ -348,11 +383,11 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
         f"#!{sys.executable}\n"
         "import sys, time\n"
         "arguments = sys.argv[1:]\n"
-        "layout = arguments[arguments.index('--layout') + 1]\n"
+        "layouts = [arguments[i + 1] for i, word in enumerate(arguments) if word == '--layout']\n"
         "tool = arguments[arguments.index('--tool') + 1]\n"
         "start = time.time(); time.sleep(0.6)\n"
-        f"open({str(intervals)!r}, 'a').write(f'{{tool}} {{layout}} {{start}} {{time.time()}}\\n')\n"
-        "hazards = 3 if layout == 't32' else 0\n"
+        f"open({str(intervals)!r}, 'a').write(f'{{tool}} {{\"+\".join(layouts)}} {{start}} {{time.time()}}\\n')\n"
+        "hazards = 3 if 't32' in layouts else 0\n"
         "print(f'========= RACECHECK SUMMARY: {hazards} hazards displayed ({hazards} errors, 0 warnings)'\n"
         "      if tool == 'racecheck' else '========= ERROR SUMMARY: 0 errors')\n"
     )
@@ -373,7 +408,14 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     assert sorted(name for name, _, _ in rows) == ["racecheck t256", "racecheck t32", "racecheck vec"]
     assert overlap(rows)
 
-    record = tools.sanitize("rmsnorm", "t256")
+    # One child per tool over all the layouts; when it finds something, each layout alone names which.
+    record = tools.sanitize("rmsnorm", ["t256", "vec"])
     assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
+    assert "by_layout" not in record
     rows = spans()
-    assert sorted(name for name, _, _ in rows) == ["memcheck t256", "racecheck t256"] and overlap(rows)
+    assert sorted(name for name, _, _ in rows) == ["memcheck t256+vec", "racecheck t256+vec"] and overlap(rows)
+    record = tools.sanitize("rmsnorm", ["t32", "t256"])
+    assert record["tools"]["racecheck"]["errors"] == 3
+    assert {layout: own["tools"]["racecheck"]["errors"] for layout, own in record["by_layout"].items()} == {"t32": 3, "t256": 0}
+    assert sorted(name for name, _, _ in spans()) == ["memcheck t256", "memcheck t32", "memcheck t32+t256", "racecheck t256",
+                                                      "racecheck t32", "racecheck t32+t256"]

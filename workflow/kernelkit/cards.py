@@ -192,7 +192,8 @@ def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[
     for kernel in config["kernels"]:
         spec = specs[kernel]
         layouts = kernel_layouts(config, kernel)
-        sanitized = sum(not spec.is_baseline(layout) for layout in layouts) if config.get("sanitize") else 0
+        # One sanitizer job per kernel, over all its hand-written layouts (kernelkit.tools.sanitize).
+        sanitized = int(bool(config.get("sanitize")) and any(not spec.is_baseline(layout) for layout in layouts))
         jobs = len(layouts) + len(spec.mutations) + sanitized
         works.append(Work(kernel, "", jobs, float(jobs)))
     return {kernel: gpu for (kernel, _), gpu in assign(works, gpus).items()}

@@ -25,7 +25,10 @@ CONTROL = f"{RUN_DIR}/controls/{{kernel}}/{{control}}.json"
 # view: "timing" for warm-cache targets, "cold" for cold ones (see timing_view).
 TIMING = f"{RUN_DIR}/{{view}}/{{kernel}}/{{shape}}/{{layout}}/rep{{n}}.json"
 SPAN = f"{RUN_DIR}/span/{{kernel}}/{{shape}}/rep{{n}}.json"
-SANITIZER = f"{RUN_DIR}/sanitizer/{{kernel}}/{{layout}}.json"
+# One record per kernel, over its hand-written layouts (kernelkit.tools.sanitize says why); runs
+# made before that hold one per layout, which readers still load.
+SANITIZER = f"{RUN_DIR}/sanitizer/{{kernel}}.json"
+SANITIZER_PER_LAYOUT = f"{RUN_DIR}/sanitizer/{{kernel}}/{{layout}}.json"
 PROFILE = f"{RUN_DIR}/profile/{{kernel}}/{{shape}}/{{layout}}.json"
 SUMMARY = f"{RUN_DIR}/summary.csv"
 
@@ -46,6 +49,7 @@ KINDS = {
     "controls": (CONTROL, {}),
     "ceilings": (CEILING, {}),
     "sanitizer": (SANITIZER, {}),
+    "sanitizer_per_layout": (SANITIZER_PER_LAYOUT, {}),
     "profile": (PROFILE, {}),
 }
 

@@ -212,7 +212,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
     p.add_argument("--sanitizer", nargs="*", default=[],
-                   help="the layout's sanitizer record from this run (none: races were not checked)")
+                   help="the kernel's sanitizer record from this run, covering the layout (none: races were not checked)")
     p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
     kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
     add_lock_argument(p)

@@ -193,7 +193,7 @@ def control_priority(wildcards):
 
 
 def sanitizer_priority(wildcards):
-    checked_layout(wildcards)  # refuses an unknown kernel or layout with one sentence
+    sanitized_layouts(wildcards)  # refuses a kernel without hand-written layouts with one sentence
     return gate_priority(wildcards.kernel)
 
 
@@ -303,14 +303,24 @@ def timing_inputs(wildcards):
 
 
 def layout_sanitizer_files(kernel, layouts):
-    """The sanitizer records that gate these layouts' timing: hand-written ones, with `sanitize` on."""
-    if not config["sanitize"]:
+    """The sanitizer record that gates these layouts' timing: the kernel's, when any of them is
+    hand-written and `sanitize` is on."""
+    if not config["sanitize"] or all(SPECS[kernel].is_baseline(name) for name in layouts):
         return []
-    return [
-        paths.path(paths.SANITIZER, run=RUN, kernel=kernel, layout=name)
-        for name in layouts
-        if not SPECS[kernel].is_baseline(name)
-    ]
+    return [paths.path(paths.SANITIZER, run=RUN, kernel=kernel)]
+
+
+def sanitized_layouts(wildcards):
+    """The configured hand-written layouts of a kernel, which its one sanitizer job checks together
+    (kernelkit.tools.sanitize says why)."""
+    kernel = checked_kernel(wildcards)
+    layouts = [name for name in LAYOUTS[kernel] if not SPECS[kernel].is_baseline(name)]
+    if not layouts:
+        raise WorkflowError(
+            f"kernel '{kernel}' has no hand-written layout configured, so it has no sanitizer record; "
+            f"configured: {', '.join(LAYOUTS[kernel])}"
+        )
+    return layouts
 
 
 def checked_shape(wildcards):

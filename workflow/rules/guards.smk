@@ -58,7 +58,7 @@ TARGET_CHECKS = [
     (paths.SPAN, checked_span),
     (paths.CORRECTNESS, checked_layout),
     (paths.CONTROL, checked_control),
-    (paths.SANITIZER, checked_layout),
+    (paths.SANITIZER, sanitized_layouts),
     (paths.PROFILE, profile_inputs),
     (paths.CLOCK_FIGURE, None),
     (paths.FIGURE, figure_inputs),

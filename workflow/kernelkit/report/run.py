@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelkit import KitError, ceilings
+from kernelkit import KitError, ceilings, tools
 from kernelkit import spec as specs
 from kernelkit.environment import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
@@ -119,7 +119,9 @@ class Run:
         self.ceiling = ceilings.rates(self.ceilings)
         # The first card's records are the two above; a multi-GPU run adds gpus/<i>/ for the others.
         self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
-        self.sanitizer = [read_json(p) for p in run_result_files(self.dir, "sanitizer")]
+        # One entry per layout, whether the run wrote a record per kernel or, before that, per layout.
+        self.sanitizer = [entry for kind in ("sanitizer", "sanitizer_per_layout")
+                          for p in run_result_files(self.dir, kind) for entry in tools.per_layout(read_json(p))]
         self.profiles = [read_json(p) for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
