@@ -419,3 +419,12 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     assert {layout: own["tools"]["racecheck"]["errors"] for layout, own in record["by_layout"].items()} == {"t32": 3, "t256": 0}
     assert sorted(name for name, _, _ in spans()) == ["memcheck t256", "memcheck t32", "memcheck t32+t256", "racecheck t256",
                                                       "racecheck t32", "racecheck t32+t256"]
+
+
+def test_a_timed_stage_takes_the_sanitizer_record_that_covers_its_layout():
+    assert tools.record_for([], "t32") is None  # `sanitize` off
+    assert tools.record_for(["results/r/sanitizer/rmsnorm.json"], "t32") == "results/r/sanitizer/rmsnorm.json"
+    legacy = ["results/r/sanitizer/rmsnorm/t32.json", "results/r/sanitizer/rmsnorm/vec.json"]
+    assert tools.record_for(legacy, "vec") == legacy[1]
+    with pytest.raises(KitError, match="is layout 't256''s; nothing will be timed"):
+        tools.record_for(legacy, "t256")

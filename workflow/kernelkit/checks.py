@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -288,23 +289,32 @@ def cmd_control(args: argparse.Namespace) -> int:
     for layout in args.layout:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
-    cases = run_suite(spec, args.layout, args.control, settings.determinism_runs, lock=lock, clock=clock)
-    _print_cases(cases)
-    record = suite_record(spec, cases, args.control)
-    caught = [case for case in record["cases"] if not case["passed"]]
-    by_layout: dict[str, str | None] = {layout: None for layout in args.layout}
-    for case in reversed(caught):
-        by_layout[case["layout"]] = catching_check(case)
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
     # for a control that declares a bug only threads show (every layout must show it), or when no
     # layout caught it at all (a control aimed at one layout need not fail in the others).
-    # It runs a child `kernelkit correctness` process that shares the GPU lock itself: this process
-    # must not hold it meanwhile, or a timing process waiting for the GPU would close the gate on
-    # the child while waiting for this parent (see kernelkit.gpulock).
-    look = bool(mutation.needs_gpu_to_show) or not caught
-    with clock.phase("racecheck"):
-        racecheck = tools.racecheck_controls(spec.name, [layout for layout, check in by_layout.items()
-                                                         if check is None and look], args.control, lock_dir=args.lock_dir)
+    # Each racecheck child is a `kernelkit correctness` process that shares the GPU lock itself, so
+    # this process never waits for a child while holding the lock: a timing process waiting for the
+    # GPU would close the gate on the child while waiting for this parent (see kernelkit.gpulock).
+    # For a bug only threads show, the children start beside this process's own cases, which seldom
+    # catch it, instead of after them: the `barrier` control took 4.6 s building one timing target
+    # from scratch on an H200 (2026-11-30), 2.6 s of it its racecheck children after its cases.
+    with ThreadPoolExecutor(max_workers=1) as beside:
+        early = (beside.submit(tools.racecheck_controls, spec.name, list(args.layout), args.control,
+                               lock_dir=args.lock_dir) if mutation.needs_gpu_to_show else None)
+        cases = run_suite(spec, args.layout, args.control, settings.determinism_runs, lock=lock, clock=clock)
+        _print_cases(cases)
+        record = suite_record(spec, cases, args.control)
+        caught = [case for case in record["cases"] if not case["passed"]]
+        by_layout: dict[str, str | None] = {layout: None for layout in args.layout}
+        for case in reversed(caught):
+            by_layout[case["layout"]] = catching_check(case)
+        look = bool(mutation.needs_gpu_to_show) or not caught
+        unseen = [layout for layout, check in by_layout.items() if check is None and look]
+        with clock.phase("racecheck"):
+            if early is not None:
+                racecheck = {layout: result for layout, result in early.result().items() if layout in unseen}
+            else:
+                racecheck = tools.racecheck_controls(spec.name, unseen, args.control, lock_dir=args.lock_dir)
     for layout, result in racecheck.items():
         if result.get("hazards"):
             by_layout[layout] = "racecheck"

@@ -91,7 +91,7 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpujob, sampler, verify
+    from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
@@ -106,10 +106,9 @@ def cmd_span(args: argparse.Namespace) -> int:
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
     skipped = {}
-    sanitizer_file = args.sanitizer[0] if args.sanitizer else None
     for layout, correctness_file in zip(args.layout, args.correctness):
         reason = checks.require_checked(spec, layout, correctness_file, args.controls,
-                                        None if spec.is_baseline(layout) else sanitizer_file)
+                                        None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
         if reason:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]
@@ -197,7 +196,8 @@ def register(subparsers: Any) -> None:
                    help="the correctness record of each --layout, one per --layout in the same order")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
     p.add_argument("--sanitizer", nargs="*", default=[],
-                   help="the kernel's sanitizer record, over its hand-written layouts (none: races not checked)")
+                   help="the kernel's sanitizer record, over its hand-written layouts, or (runs of earlier kits) one "
+                        "record per layout named <layout>.json (none: races not checked)")
     p.add_argument("--repeat", type=int, required=True, help="which span repeat of the run this process is (from 1)")
     p.add_argument("--output", required=True, help="where to write the span record (JSON)")
     kit_config.add_settings_argument(p, SpanSettings.SECTIONS)

@@ -65,7 +65,7 @@ def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpujob, sampler, verify
+    from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -88,7 +88,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
     skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls,
-                                     args.sanitizer[0] if args.sanitizer else None)
+                                     tools.record_for(args.sanitizer, args.layout))
     if skipped:
         write_record(args.output, {**identity, "skipped": skipped, "job": clock.describe()})
         print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")

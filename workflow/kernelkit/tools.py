@@ -186,6 +186,20 @@ def per_layout(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**common, **result, "layout": layout} for layout, result in layout_results(record).items()]
 
 
+def record_for(files: Sequence[str], layout: str) -> str | None:
+    """Which of the sanitizer records given to a timed stage covers `layout`: the kernel's one
+    record, or, for a run of an earlier kit, the one named <layout>.json. None: none was given
+    (`sanitize` off)."""
+    if not files:
+        return None
+    if len(files) == 1:
+        return files[0]
+    named = [name for name in files if Path(name).stem == layout]
+    if not named:
+        raise KitError(f"none of the sanitizer records {', '.join(files)} is layout '{layout}''s; nothing will be timed")
+    return named[0]
+
+
 def require_clean(spec: Any, layout: str, path: str) -> None:
     """Refuse to time a layout whose sanitizer record is missing, stale or has findings; a record
     saying the tool is absent here lets timing go on (the report shows it as skipped)."""

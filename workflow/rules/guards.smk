@@ -143,11 +143,7 @@ def gpu_problem():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
-    try:
-        kit_device.cupy()
-    except KitError as error:
-        return str(error)
-    return None
+    return kit_device.gpu_unavailable()
 
 
 def check_gpu_up_front():
