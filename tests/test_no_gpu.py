@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 from conftest import gpu_unavailable_reason
 
@@ -117,39 +115,3 @@ def test_time_span_and_ceiling_with_valid_settings_stop_at_the_gpu_with_one_sent
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and ("CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err), err
         assert not output.exists()
-
-
-def test_the_workflow_asks_nvml_and_not_cuda_whether_a_gpu_is_there(monkeypatch):
-    """The workflow's own question before its first job: CuPy's presence and NVML's count, each
-    answer one sentence, without importing CuPy (a stand-in NVML answers here)."""
-    import importlib.util
-    import types
-
-    from kernelkit import device
-
-    class NVMLError(Exception):
-        pass
-
-    answers = {"count": 2}
-
-    def count():
-        if isinstance(answers["count"], Exception):
-            raise answers["count"]
-        return answers["count"]
-
-    stand_in = types.SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=count)
-    monkeypatch.setitem(sys.modules, "pynvml", stand_in)
-    found = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "cupy" else found(name, *a))
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert device.gpu_unavailable() is None
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert device.gpu_unavailable() == "no NVIDIA GPU is visible to the CUDA runtime (CUDA_VISIBLE_DEVICES='')"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert device.gpu_unavailable() is None
-    answers["count"] = 0
-    assert device.gpu_unavailable().startswith("no NVIDIA GPU is visible to the CUDA runtime")
-    answers["count"] = NVMLError("Driver Not Loaded")
-    assert device.gpu_unavailable() == "no usable NVIDIA GPU or driver: NVML says Driver Not Loaded"
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else found(name, *a))
-    assert device.gpu_unavailable().startswith("CuPy is not installed (No module named 'cupy')")

@@ -247,17 +247,11 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     nvml = environment.Nvml(bus_id)
     if args.kind == "gemm":
         compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
-    lock = settings.lock.with_dir(args.lock_dir)
-    # The context and the modules are GPU work beside other untimed work (kernelkit.gpulock), as in a
-    # timing job. Made under the exclusive hold, they held each card alone at the start of a run
-    # while the checks' processes made theirs: the floor ceiling, whose samples are empty kernels,
-    # held its card 0.44-0.48 s (h200-w2x2g).
-    with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
-        compiled = compile_kernels(args.kind)
-        with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
-            before = nvml.snapshot()
-            record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)
-            after = nvml.snapshot()
+    with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+        compiled = compile_kernels(args.kind)  # the context and the modules, holding the lock (kernelkit.gpulock)
+        before = nvml.snapshot()
+        record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)
+        after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
     write_record(args.output, {**record, **environment.card(), "device_name": device.device_name(), "unit": "microseconds per call",

@@ -7,8 +7,6 @@ report, diff) works on a machine without CUDA.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -31,37 +29,6 @@ def cupy() -> Any:
     if count < 1:
         raise KitError("no NVIDIA GPU is visible to the CUDA runtime")
     return cp
-
-
-def gpu_unavailable() -> str | None:
-    """Why GPU jobs cannot run on this machine, or None, asked without importing CuPy or starting
-    CUDA: whether CuPy is installed, and how many GPUs NVML sees.
-
-    Why not `cupy()`: the workflow asks in its own process before its first job, and importing
-    CuPy and initialising CUDA there took about a second of every command on an H200 host (CuPy's
-    import 0.4-0.8 s, the first runtime call 0.3-0.5 s). A driver that NVML can use but CuPy's
-    runtime cannot still stops every job, before its GPU work, with `cupy()`'s sentence.
-    """
-    if importlib.util.find_spec("cupy") is None:
-        return "CuPy is not installed (No module named 'cupy'); install envs/requirements-cuda13.txt or -cuda12.txt"
-    try:
-        import pynvml
-    except ImportError:
-        try:
-            cupy()
-        except KitError as error:
-            return str(error)
-        return None
-    try:
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
-    except Exception as error:  # NVMLError: no driver, or no NVML library
-        return f"no usable NVIDIA GPU or driver: NVML says {error}"
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if count < 1 or (visible is not None and visible.strip() in ("", "-1")):
-        shown = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
-        return f"no NVIDIA GPU is visible to the CUDA runtime{shown}"
-    return None
 
 
 # The measurement stream of each device this process has used (measurement_stream).

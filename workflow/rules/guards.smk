@@ -143,7 +143,11 @@ def gpu_problem():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
-    return kit_device.gpu_unavailable()
+    try:
+        kit_device.cupy()
+    except KitError as error:
+        return str(error)
+    return None
 
 
 def check_gpu_up_front():
