@@ -174,6 +174,10 @@ def test_per_layout_entries_read_like_the_records_of_earlier_kits():
     entries = tools.per_layout(record)
     assert [(entry["kernel"], entry["layout"]) for entry in entries] == [("rmsnorm", "t32"), ("rmsnorm", "vec")]
     assert all(entry["tools"] == clean["tools"] and entry["cases"] == record["cases"] for entry in entries)
+    assert all(entry["checked_together"] == ["t32", "vec"] for entry in entries)
+    # A layout's own run, made because the joint run found something, is not the joint run's.
+    rerun = tools.per_layout({**record, "by_layout": {"vec": {"tools": clean["tools"]}}})
+    assert "checked_together" in rerun[0] and "checked_together" not in rerun[1]
     assert tools.per_layout(clean) == [clean]
     skipped = tools.per_layout({"kernel": "rmsnorm", "layouts": ["t32"], "skipped": "no tool"})
     assert skipped == [{"kernel": "rmsnorm", "layout": "t32", "skipped": "no tool"}]

@@ -219,7 +219,7 @@ def test_committed_runs_ran_their_many_gpu_jobs_in_one_pool_per_card(run, proces
             assert sorted(numbers) == list(range(1, len(numbers) + 1))
 
 
-@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2d", 261, 16), ("h200-w2x2f", 261, 16), ("h200-f1", 0, 0)])
+@pytest.mark.parametrize("run, jobs, processes", [("h200-s3", 261, 1), ("h200-p3", 261, 8), ("h200-w2x2d", 261, 16), ("h200-w2x2g", 261, 16), ("h200-f1", 0, 0)])
 def test_the_report_says_how_many_jobs_ran_in_worker_processes(run, jobs, processes):
     """Counted from the committed records' job clocks; a run made before workers says nothing of them."""
     from kernelkit.records import run_time

@@ -183,7 +183,11 @@ def layout_results(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def per_layout(record: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per layout, as the record of one layout reads (kernel, layout, cases, tools or skipped)."""
     common = {key: value for key, value in record.items() if key not in ("layouts", "tools", "by_layout", "skipped")}
-    return [{**common, **result, "layout": layout} for layout, result in layout_results(record).items()]
+    own = record.get("by_layout", {})
+    # `checked_together`: the layouts whose joint run these counts are (a layout's own run has none).
+    together = {"checked_together": record["layouts"]} if "layouts" in record and "tools" in record else {}
+    return [{**common, **result, "layout": layout, **({} if layout in own else together)}
+            for layout, result in layout_results(record).items()]
 
 
 def record_for(files: Sequence[str], layout: str) -> str | None:

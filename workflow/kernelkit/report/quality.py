@@ -235,10 +235,13 @@ def section_tools(run: Run) -> list[doc.Section]:
         over = ("the cases each record lists (KernelSpec.sanitizer_shapes_used: a few correctness shapes, pattern normal)"
                 " of each hand-written layout, gating its timing" if subset else
                 "every correctness case of each hand-written layout")
+        together = sorted({record["kernel"] for record in run.sanitizer if len(record.get("checked_together", [])) > 1})
+        joint = (f" The hand-written layouts of {', '.join(together)} ran together, one process per tool and kernel, "
+                 "so each of their rows gives that joint run's counts." if together else "")
         sections.append(doc.Section("Sanitizer", [
             doc.Paragraph(f"compute-sanitizer over {over} (the kit's own "
                           "correctness command run under the tool): memcheck's ERROR SUMMARY count, and racecheck's "
-                          "errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file."),
+                          f"errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file.{joint}"),
             doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
     else:
         runs = sorted({r.get("determinism_runs", 1) for r in run.correctness})
