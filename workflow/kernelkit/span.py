@@ -127,6 +127,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     lock = settings.lock.with_dir(args.lock_dir)
     with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
+        device.prepare_measurement()  # the span switches contexts like every kernel-time measurement
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
         implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])

@@ -141,6 +141,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             # The context is created here, and modules are loaded (the layout's correctness job
             # left its binary in CuPy's disk cache, so NVRTC does not run again).
             kernel = device.compile_layout(spec, args.layout)
+            device.prepare_measurement(method.context_switch)
             comparer = verify.DeviceComparer()
             lead = HostLead(method.host_lead_us)
         with clock.phase("upload"):
