@@ -200,7 +200,7 @@ def record_for(files: Sequence[str], layout: str) -> str | None:
         return files[0]
     named = [name for name in files if Path(name).stem == layout]
     if not named:
-        raise KitError(f"none of the sanitizer records {', '.join(files)} is layout '{layout}''s; nothing will be timed")
+        raise KitError(f"no sanitizer record of layout '{layout}' among {', '.join(files)}; nothing will be timed")
     return named[0]
 
 
