@@ -242,6 +242,23 @@ def test_verification_uses_the_error_scale_of_reductions():
     assert verify.compare(out, reference, matmul.tolerance, scale)["tolerance"]["scale"] == "error_scale"
 
 
+def test_small_timed_shapes_take_their_reference_from_the_cpu_and_large_ones_do_not():
+    small = (512, 128)
+    inputs = RMSNORM.make_inputs(small, "normal", rng_for("rmsnorm", "512x128", "normal"))
+    reference, scale, where = verify.small_reference(RMSNORM, small, inputs)
+    assert where == verify.CPU_SMALL and scale is None
+    np.testing.assert_array_equal(reference, RMSNORM.reference(inputs))
+    assert verify.compare(EMULATE(inputs, "t32")[0], reference, RMSNORM.tolerance)["passed"]
+    # Above either limit the GPU computes it (the inputs are not even read).
+    assert verify.small_reference(RMSNORM, (8192, 256), inputs) is None  # 2^21 output elements
+    matmul = specs.load("matmul")
+    assert verify.small_reference(matmul, (1024, 1024, 1024), {}) is None  # 2^20 elements, 2^31 FLOPs
+    shape = (64, 64, 64)
+    inputs = matmul.make_inputs(shape, "normal", rng_for("matmul", "64x64x64", "normal"))
+    reference, scale, _ = verify.small_reference(matmul, shape, inputs)
+    np.testing.assert_array_equal(scale, matmul.error_scale(inputs))
+
+
 def _fixtures():
     module_spec = importlib.util.spec_from_file_location("broken", Path(__file__).parent / "fixtures" / "broken_kernels.py")
     module = importlib.util.module_from_spec(module_spec)

@@ -124,6 +124,7 @@ def cmd_span(args: argparse.Namespace) -> int:
             device.compile_layout(spec, layout)  # imports the package
     shape = spec.parse_shape(args.shape)
     host_inputs = timing_inputs(spec, args.shape)
+    small = verify.small_reference(spec, shape, host_inputs)
     lock = settings.lock.with_dir(args.lock_dir)
     with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
@@ -136,7 +137,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         # Each layout's output once at this shape, as the timing stage does (hand-written ones share
         # `out`, so each is judged right after its own call).
         comparer = verify.DeviceComparer()
-        reference = verify.reference_for(spec, shape, host_inputs, buffers)
+        reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
         verified = {layout: verify.verify_timed_output(spec, layout, args.shape, impl, reference, comparer)
                     for layout, impl in implementations.items()}
         del reference

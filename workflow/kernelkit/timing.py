@@ -110,6 +110,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             device.compile_layout(spec, args.layout)  # imports the baseline's package; nothing to compile
     with clock.phase("host_inputs"):
         host_inputs = timing_inputs(spec, args.shape)
+        small = verify.small_reference(spec, shape, host_inputs)
     pads: list[Any] = []
     # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
     held: list[Any] = []
@@ -147,7 +148,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         with clock.phase("upload"):
             implementation, buffers, placement = placed(0)
         with clock.phase("verify_reference"):
-            reference = verify.reference_for(spec, shape, host_inputs, buffers)
+            reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
             cp.cuda.Device().synchronize()
         with clock.phase("verify_call_and_compare"):
             verified = verify.verify_timed_output(spec, args.layout, args.shape, implementation, reference, comparer)

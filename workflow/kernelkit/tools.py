@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
@@ -83,6 +84,7 @@ def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control:
     program = _kit("correctness", "--kernel", kernel, *(part for layout in layouts for part in ("--layout", layout)),
                    "--sanitizer-cases", "--settings", ONE_LAUNCH,
                    *(("--control", control) if control else ()), *(("--lock-dir", lock_dir) if lock_dir else ()))
+    started = time.monotonic()
     try:
         done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
                               capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
@@ -91,7 +93,8 @@ def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control:
         return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
     output = done.stdout + done.stderr
     errors = sanitizer_errors(output)
-    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
+    # The child's wall time: tool, Python, CuPy and context start included (a job's critical path).
+    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
             "status": "ran" if errors is not None else "did not run to its summary"}
 
 

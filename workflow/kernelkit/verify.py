@@ -9,8 +9,10 @@ the output with the spec's float64 reference under the spec's tolerance (and err
 The reference runs on the GPU: CuPy implements NumPy's dispatch protocols, so a reference written
 with NumPy functions runs on CuPy arrays as it is (or a spec gives `device_reference`). Where it
 cannot, the CPU computes it, up to CPU_REFERENCE_MAX_ELEMENTS output elements; beyond that the
-record says verification was not possible, and why. `compare` works on NumPy and CuPy arrays alike,
-so the judgement is tested on the CPU.
+record says verification was not possible, and why. A small shape's reference is computed on the
+CPU before the GPU lock is taken (`small_reference`): there the dozen CuPy kernels a reference
+uses, each loaded on first use in a process, cost more than the arithmetic. `compare` works on
+NumPy and CuPy arrays alike, so the judgement is tested on the CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from kernelkit.spec import KernelSpec, Shape, Tolerance
 
 # A float64 reference of 2^24 output elements takes seconds on one CPU core; larger ones are not tried.
 CPU_REFERENCE_MAX_ELEMENTS = 1 << 24
+# At most this many output elements and floating-point operations, NumPy computes the reference in
+# milliseconds, while its CuPy kernels took 0.28-0.43 s to load in a worker's first timing (H200,
+# h200-w2x2i), under the shared hold: rmsnorm 512x128 and 4096x128, not 16384x128 or matmul 1024^3.
+SMALL_REFERENCE_ELEMENTS = 1 << 20
+SMALL_REFERENCE_FLOPS = 1 << 24
+CPU_SMALL = "float64 on CPU for a small shape"
 
 
 def compare(out: Any, reference: Any, tolerance: Tolerance, scale: Any = None) -> dict[str, Any]:
@@ -117,16 +125,29 @@ class DeviceComparer:
         }
 
 
+def small_reference(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray]) -> tuple[Any, Any, str] | None:
+    """The float64 reference and scale of a small shape as NumPy arrays, computed from the host
+    inputs (the values uploaded, bit for bit); None for a shape above the small limits."""
+    if math.prod(spec.output_shape(shape)) > SMALL_REFERENCE_ELEMENTS or spec.flops(shape) > SMALL_REFERENCE_FLOPS:
+        return None
+    scale = spec.error_scale(host_inputs) if spec.error_scale else None
+    return np.asarray(spec.reference(host_inputs)), None if scale is None else np.asarray(scale), CPU_SMALL
+
+
 def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray],
-                  on_device: Mapping[str, Any]) -> tuple[Any, Any, str]:
+                  on_device: Mapping[str, Any], computed: tuple[Any, Any, str] | None = None) -> tuple[Any, Any, str]:
     """(reference, scale or None, where it was computed); reference None when it could not be.
 
     `on_device`: the same inputs already on the GPU (the timed buffers); `host_inputs` serve the
-    CPU fallback for a reference that does not run on CuPy.
+    CPU fallback for a reference that does not run on CuPy. `computed`: small_reference's answer,
+    made before the lock; it is only copied to the GPU.
     """
     from kernelkit import device
 
     cp = device.cupy()
+    if computed is not None:
+        reference, scale, where = computed
+        return cp.asarray(reference), None if scale is None else cp.asarray(scale), where
     compute = spec.device_reference or spec.reference
     try:
         reference = compute(on_device)
