@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO, default_config, padded_output
 
-from kernelkit import KitError, determinism, spec as specs, tools, verify
+from kernelkit import KitError, checks, determinism, spec as specs, tools, verify
 from kernelkit.checks import CheckSettings, catching_check, check_case
 from kernelkit.tools import sanitizer_cases
 from kernelkit.inputs import rng_for
@@ -305,12 +305,22 @@ def test_report_names_the_check_that_caught_each_control():
              "cases": [{**case, "passed": True, "symptom": "none"} for case in committed["cases"]],
              "caught_by": {"layout": "t32", "check": "racecheck", "symptom": "racecheck reports 24 shared-memory hazards"},
              "caught_in_layouts": {"t32": "racecheck", "t256": "determinism"}}
-    section = section_controls(SimpleNamespace(controls=[committed, raced]))
+    # Since 2026-12-01 one racecheck run covers several layouts: it says the race was seen, not in which.
+    joint = {"layouts": ["t32", "t256", "vec"], "hazards": 10, "errors": 10, "exit_code": 2, "status": "ran"}
+    together = {**raced, "caught_in_layouts": {"t32": None, "t256": None, "vec": None}, "racecheck": joint,
+                "caught_by": {"layouts": joint["layouts"], "check": "racecheck", "symptom": checks.racecheck_symptom(joint)}}
+    beside = {**together, "caught_in_layouts": {"t32": None, "t256": "determinism", "vec": None},
+              "cases": committed["cases"], "caught_by": committed["caught_by"]}
+    missed = {**together, "racecheck": {**joint, "hazards": 0}}
+    section = section_controls(SimpleNamespace(controls=[committed, raced, together, beside, missed]))
     table = next(block for block in section.blocks if isinstance(block, doc.Table))
-    old, new = table.rows
+    old, new, one_run, both, _ = table.rows
     assert old[-1].startswith("t32 8x") and "caught by" not in old[-1]  # records before the new checks read as before
     assert new[3] == f"0/{len(committed['cases'])}" and new[4] == "none"
     assert new[-1] == "t32: racecheck reports 24 shared-memory hazards (caught by t32: racecheck, t256: determinism)"
+    assert one_run[-1] == "racecheck reports 10 shared-memory hazards over t32, t256 and vec in one run"
+    assert both[-1].endswith("(caught by t256: determinism; racecheck: 10 hazards over t32, t256, vec in one run)")
+    assert section.summary == "Negative controls: 4 of 5 mutated builds were caught by the checks"
 
 
 def test_a_nondeterministic_declaration_must_name_a_layout_and_a_reason(tmp_path):
@@ -392,8 +402,8 @@ def test_tool_children_run_this_kit_whatever_else_is_installed(monkeypatch):
 
 def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path, monkeypatch):
     """A stand-in compute-sanitizer on the PATH logs when each child starts and ends and answers
-    with a summary naming its layout; the children of one job must overlap in time, and each
-    layout must get its own child's answer."""
+    with a summary whose count depends on the layouts it ran; the two tools' children of one job
+    must overlap in time, and each child's answer must stay its own."""
     import os
     import stat
     import sys
@@ -423,11 +433,10 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     def overlap(rows: list[tuple[str, float, float]]) -> bool:
         return max(start for _, start, _ in rows) < min(end for _, _, end in rows)
 
-    results = tools.racecheck_controls("rmsnorm", ["t32", "t256", "vec"], "barrier")
-    assert {layout: result["hazards"] for layout, result in results.items()} == {"t32": 3, "t256": 0, "vec": 0}
-    rows = spans()
-    assert sorted(name for name, _, _ in rows) == ["racecheck t256", "racecheck t32", "racecheck vec"]
-    assert overlap(rows)
+    # A control's racecheck: one child over the mutated layouts, one after the other.
+    result = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
+    assert result["layouts"] == ["t32", "t256", "vec"] and result["hazards"] == 3 and result["wall_s"] >= 0.6
+    assert [name for name, _, _ in spans()] == ["racecheck t32+t256+vec"]
 
     # One child per tool over all the layouts; when it finds something, each layout alone names which.
     record = tools.sanitize("rmsnorm", ["t256", "vec"])

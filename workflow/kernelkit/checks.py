@@ -290,16 +290,16 @@ def cmd_control(args: argparse.Namespace) -> int:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
-    # for a control that declares a bug only threads show (every layout must show it), or when no
-    # layout caught it at all (a control aimed at one layout need not fail in the others).
-    # Each racecheck child is a `kernelkit correctness` process that shares the GPU lock itself, so
-    # this process never waits for a child while holding the lock: a timing process waiting for the
-    # GPU would close the gate on the child while waiting for this parent (see kernelkit.gpulock).
-    # For a bug only threads show, the children start beside this process's own cases, which seldom
-    # catch it, instead of after them: the `barrier` control took 4.6 s building one timing target
-    # from scratch on an H200 (2026-11-30), 2.6 s of it its racecheck children after its cases.
+    # for a control that declares a bug only threads show, or when no layout caught it at all (a
+    # control aimed at one layout need not fail in the others). Its child is a `kernelkit correctness`
+    # process that shares the GPU lock itself, so this process never waits for a child while holding
+    # the lock: a timing process waiting for the GPU would close the gate on the child while waiting
+    # for this parent (see kernelkit.gpulock). For a bug only threads show, the child starts beside
+    # this process's own cases, which seldom catch it, instead of after them: the `barrier` control
+    # took 4.6 s building one timing target from scratch on an H200 (2026-11-30), 2.6 s of it its
+    # racecheck children after its cases.
     with ThreadPoolExecutor(max_workers=1) as beside:
-        early = (beside.submit(tools.racecheck_controls, spec.name, list(args.layout), args.control,
+        early = (beside.submit(tools.racecheck_control, spec.name, list(args.layout), args.control,
                                lock_dir=args.lock_dir) if mutation.needs_gpu_to_show else None)
         cases = run_suite(spec, args.layout, args.control, settings.determinism_runs, lock=lock, clock=clock)
         _print_cases(cases)
@@ -312,18 +312,18 @@ def cmd_control(args: argparse.Namespace) -> int:
         unseen = [layout for layout, check in by_layout.items() if check is None and look]
         with clock.phase("racecheck"):
             if early is not None:
-                racecheck = {layout: result for layout, result in early.result().items() if layout in unseen}
+                racecheck: dict[str, Any] | None = early.result()
+            elif unseen:
+                racecheck = tools.racecheck_control(spec.name, unseen, args.control, lock_dir=args.lock_dir)
             else:
-                racecheck = tools.racecheck_controls(spec.name, unseen, args.control, lock_dir=args.lock_dir)
-    for layout, result in racecheck.items():
-        if result.get("hazards"):
-            by_layout[layout] = "racecheck"
-    if not any(by_layout.values()):
-        unchecked = "; ".join(f"racecheck {r['skipped']}" for r in racecheck.values() if "skipped" in r)
+                racecheck = None
+    raced = bool(racecheck and racecheck.get("hazards"))
+    if not caught and not raced:
+        unchecked = f" (racecheck {racecheck['skipped']})" if racecheck and "skipped" in racecheck else ""
         raise KitError(
             f"negative control '{args.control}' of {spec.name} ({mutation.why}) passed all {len(cases)} correctness "
-            f"cases, {settings.determinism_runs} identical launches each, and racecheck"
-            f"{' (' + unchecked + ')' if unchecked else ''}: the checks cannot see this bug, so no timing will run"
+            f"cases, {settings.determinism_runs} identical launches each, and racecheck{unchecked}: the checks cannot "
+            "see this bug, so no timing will run"
         )
     bus_id = device.cupy().cuda.Device().pci_bus_id
     gpujob.share_until_exit(environment.Nvml(bus_id), bus_id, lock, clock)
@@ -331,9 +331,7 @@ def cmd_control(args: argparse.Namespace) -> int:
         first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
         first["check"] = catching_check(caught[0])
     else:
-        layout = next(name for name, check in by_layout.items() if check)
-        first = {"layout": layout, "check": "racecheck",
-                 "symptom": f"racecheck reports {racecheck[layout]['hazards']} shared-memory hazards"}
+        first = {"layouts": racecheck["layouts"], "check": "racecheck", "symptom": racecheck_symptom(racecheck)}
     if args.output:
         write_record(
             args.output,
@@ -346,16 +344,28 @@ def cmd_control(args: argparse.Namespace) -> int:
                 "determinism_runs": settings.determinism_runs,
                 "caught": True,
                 "caught_by": first,
+                # The checks that caught the mutation in each layout on its own; racecheck's one
+                # run over several layouts says only that it saw the race in them (`racecheck`).
                 "caught_in_layouts": by_layout,
                 "racecheck": racecheck,
                 "job": clock.describe(),
             },
         )
-    print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases"
-          f"{' and by racecheck' if first['check'] == 'racecheck' else ''}; by layout: "
-          f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first.get('shape', '')} "
-          f"{first.get('pattern', '')}: {first['symptom']}")
+    if caught:
+        print(f"negative control '{args.control}' caught in {len(caught)} of {len(cases)} cases"
+              f"{'; ' + racecheck_symptom(racecheck) if raced else ''}; by layout: "
+              f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first['shape']} "
+              f"{first['pattern']}: {first['symptom']}")
+    else:
+        print(f"negative control '{args.control}' passed all {len(cases)} cases; {first['symptom']}")
     return 0
+
+
+def racecheck_symptom(racecheck: Mapping[str, Any]) -> str:
+    """What a control's racecheck run saw, naming the layouts it ran over."""
+    layouts = racecheck["layouts"]
+    over = layouts[0] if len(layouts) == 1 else f"{', '.join(layouts[:-1])} and {layouts[-1]} in one run"
+    return f"racecheck reports {racecheck['hazards']} shared-memory hazards over {over}"
 
 
 def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str],

@@ -101,20 +101,40 @@ def control_rows(run: Run) -> list[tuple[str, ...]]:
                         for kind, cs in sorted(by_kind.items()))
         first = control["caught_by"]
         where = " ".join(str(first[key]) for key in ("layout", "shape", "pattern") if key in first)
-        # Records since the determinism check and racecheck joined the controls name the check per layout.
-        checks = control.get("caught_in_layouts")
-        by = (" (caught by " + ", ".join(f"{layout}: {check or 'nothing'}" for layout, check in checks.items()) + ")"
-              if checks else "")
         rows.append((control["kernel"], control["control"], control["mutation"]["why"],
-                     f"{len(caught)}/{len(control['cases'])}", how or "none", f"{where}: {first['symptom']}{by}"))
+                     f"{len(caught)}/{len(control['cases'])}", how or "none",
+                     f"{where + ': ' if where else ''}{first['symptom']}{caught_by(control)}"))
     return rows
+
+
+def joint_racecheck(control: dict[str, Any]) -> dict[str, Any] | None:
+    """A control's racecheck run over several layouts at once (records since 2026-12-01), or None:
+    earlier records hold one racecheck result per layout."""
+    racecheck = control.get("racecheck")
+    return racecheck if isinstance(racecheck, dict) and "layouts" in racecheck else None
+
+
+def caught_by(control: dict[str, Any]) -> str:
+    """The checks that caught a control, per layout; records since the determinism check and
+    racecheck joined the controls name them (earlier ones: nothing is added)."""
+    checks = control.get("caught_in_layouts")
+    if not checks:
+        return ""
+    joint = joint_racecheck(control)
+    if joint is None:
+        return " (caught by " + ", ".join(f"{layout}: {check or 'nothing'}" for layout, check in checks.items()) + ")"
+    parts = [f"{layout}: {check}" for layout, check in checks.items() if check]
+    if joint.get("hazards") and control["caught_by"].get("check") != "racecheck":
+        parts.append(f"racecheck: {joint['hazards']} hazards over {', '.join(joint['layouts'])} in one run")
+    return " (caught by " + "; ".join(parts) + ")" if parts else ""
 
 
 def was_caught(control: dict[str, Any]) -> bool:
     """A failing case, or (records naming the check per layout) a layout caught by any check:
     racecheck catches a race whose every case passed."""
     return (any(not case["passed"] for case in control["cases"])
-            or any(control.get("caught_in_layouts", {}).values()))
+            or any(control.get("caught_in_layouts", {}).values())
+            or bool((joint_racecheck(control) or {}).get("hazards")))
 
 
 def section_controls(run: Run) -> doc.Section:
