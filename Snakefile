@@ -21,6 +21,10 @@ onstart:
     before_first_job()
 
 
+onsuccess:
+    release_scheduler_timers()
+
+
 onerror:
     after_failure()
 

@@ -263,17 +263,21 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
 
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
+    from kernelkit import gpujob
+
+    clock = gpujob.JobClock()  # its children take the GPU lock themselves; the record keeps the job's wall time
     spec = specs.load(args.kernel)
     for layout in args.layout:
         spec.layout(layout)
         if spec.is_baseline(layout):
             raise KitError(f"the sanitizer checks hand-written kernels; '{layout}' is a library baseline")
     cases = [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(spec)]
-    record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases,
-              **sanitize(spec.name, args.layout)}
+    with clock.phase("tools"):
+        checked = sanitize(spec.name, args.layout)
+    record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases, **checked}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, {**record, **environment.card()})
+        write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
         return 0
     for tool, result in record["tools"].items():
         print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
@@ -284,7 +288,7 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     if any(found.values()):
         named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
         raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
-    write_record(args.output, {**record, **environment.card()})
+    write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
     print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
     return 0
 
