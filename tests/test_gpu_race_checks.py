@@ -159,31 +159,3 @@ def test_sanitizer_runs_only_the_chosen_cases_and_is_clean_on_the_real_kernels(t
             record = read_json(output)
             assert len(record["cases"]) == len(spec.sanitizer_shapes_used())
             assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
-
-
-def test_children_started_ahead_see_the_race_and_the_clean_build_as_a_child_of_their_own(tmp_path, monkeypatch):
-    """The real compute-sanitizer: a racecheck child started ahead reports the barrier mutation's
-    hazards, and a memcheck child started ahead finds nothing in the clean t32; both as the job's
-    own children would (kernelkit.warm_sanitizer)."""
-    import time
-
-    from kernelkit import tools, warm_sanitizer
-
-    if shutil.which("compute-sanitizer") is None:
-        pytest.skip("compute-sanitizer is not on the PATH")
-    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path / "locks"))
-    monkeypatch.setenv("KERNELKIT_TEST_POOL", str(tmp_path))  # children of this test only
-    assert warm_sanitizer.start_children() == sum(warm_sanitizer.SLOTS.values())
-    deadline = time.monotonic() + 60
-    for tool, slots in warm_sanitizer.SLOTS.items():
-        for slot in range(slots):
-            while warm_sanitizer._name_free(warm_sanitizer.address(tool, slot)) and time.monotonic() < deadline:
-                time.sleep(0.05)
-    raced = tools.racecheck_control("rmsnorm", ["t32", "t256"], "barrier", timeout_s=120)
-    assert raced["started_ahead"] and raced["hazards"], raced
-    exe = shutil.which("compute-sanitizer")
-    clean = tools._run_tool(exe, "memcheck", "rmsnorm", ["t32"], None, 120)
-    assert clean["started_ahead"] and clean["errors"] == 0 and clean["exit_code"] == 0, clean
-    again = tools.racecheck_control("rmsnorm", ["t32"], "barrier", timeout_s=120)  # the second racecheck child
-    assert again["started_ahead"] and again["hazards"], again
-    assert not tools._run_tool(exe, "memcheck", "rmsnorm", ["t32"], None, 120)["started_ahead"]  # none left

@@ -451,65 +451,6 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
                                                       "racecheck t32", "racecheck t32+t256"]
 
 
-STAND_IN_WITH_LOG = (
-    "import subprocess, sys\n"
-    "arguments = sys.argv[1:]\n"
-    "tool = arguments[arguments.index('--tool') + 1]\n"
-    "log = arguments[arguments.index('--log-file') + 1] if '--log-file' in arguments else None\n"
-    "program = arguments[arguments.index(sys.executable):]\n"
-    "code = subprocess.run(program).returncode\n"
-    "summary = ('========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)' if tool == 'racecheck'\n"
-    "           else '========= ERROR SUMMARY: 0 errors')\n"
-    "if log:\n"
-    "    open(log, 'a').write('========= COMPUTE-SANITIZER\\n' + summary + '\\n')\n"
-    "else:\n"
-    "    print(summary)\n"
-    "sys.exit(code)\n"
-)
-
-
-def test_children_started_ahead_run_one_command_each_and_report_its_summary(tmp_path):
-    """A stand-in compute-sanitizer that runs its program and then writes a summary, to its log
-    file when given one: the children `pool-start` starts wait, each takes one command and exits;
-    later commands start their own child. The command here stops before the GPU (no CuPy on a CPU
-    machine, or a kernel that does not exist), as it would in a child of the job's own."""
-    import os
-    import stat
-    import sys
-    import time
-
-    from conftest import kit_env
-
-    stand_in = tmp_path / "compute-sanitizer"
-    stand_in.write_text(f"#!{sys.executable}\n" + STAND_IN_WITH_LOG)
-    stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
-    locks = tmp_path / "locks"
-    env = kit_env(PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}", KERNELKIT_LOCK_DIR=str(locks), KERNELKIT_WORKER="0",
-                  KERNELKIT_TEST_POOL=str(tmp_path))
-    assert subprocess.run([sys.executable, "-m", "kernelkit", "pool-start"], env=env, timeout=60).returncode == 0
-    request = ("import json, shutil\n"
-               "from kernelkit import tools, warm_sanitizer\n"
-               "exe = shutil.which('compute-sanitizer')\n"
-               "runs = [tools._run_tool(exe, tool, 'no_such_kernel', ['t32'], None, 60) for tool in\n"
-               "        ('racecheck', 'racecheck', 'racecheck', 'memcheck', 'memcheck')]\n"
-               "print(json.dumps(runs))\n")
-    deadline = time.monotonic() + 60
-    names = [line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:] if len(line.split()) >= 8]
-    while sum("kernelkit-sanitizer" in name and str(os.geteuid()) in name for name in names) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-        names = [line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:] if len(line.split()) >= 8]
-    done = subprocess.run([sys.executable, "-c", request], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    runs = json.loads(done.stdout)
-    # Two racecheck children and one memcheck child were waiting; the others were started for the command.
-    assert [run["started_ahead"] for run in runs] == [True, True, False, True, False]
-    assert [run["errors"] for run in runs] == [2, 2, 2, 0, 0]
-    sentence = "kernelkit correctness: kernel 'no_such_kernel' is not defined; allowed: "
-    assert all(run["exit_code"] == 2 and sentence in run["tail"] for run in runs), [run["tail"] for run in runs]
-    assert all(run["status"] == "ran" for run in runs)
-    assert not list(locks.glob("kernelkit-sanitizer-*.log"))  # each read log is removed
-
-
 def test_a_timed_stage_takes_the_sanitizer_record_that_covers_its_layout():
     assert tools.record_for([], "t32") is None  # `sanitize` off
     assert tools.record_for(["results/r/sanitizer/rmsnorm.json"], "t32") == "results/r/sanitizer/rmsnorm.json"

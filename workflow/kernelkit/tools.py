@@ -46,10 +46,14 @@ def _kit(*args: str) -> list[str]:
 
 
 def _same_kit_environment() -> dict[str, str]:
-    """The environment of a tool's child (kernelkit.warm_sanitizer.child_environment)."""
-    from kernelkit.warm_sanitizer import child_environment
+    """The environment for a child `kernelkit`: this process's package first on the path, so the
+    child under the tool runs this kit even where another copy is installed; and no worker pool,
+    since the tool must watch the child's own process (kernelkit.worker)."""
+    from kernelkit.worker_client import WORKER_VARIABLE
 
-    return child_environment()
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else ""), WORKER_VARIABLE: "0"}
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -80,28 +84,18 @@ def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control:
     program = _kit("correctness", "--kernel", kernel, *(part for layout in layouts for part in ("--layout", layout)),
                    "--sanitizer-cases", "--settings", ONE_LAUNCH,
                    *(("--control", control) if control else ()), *(("--lock-dir", lock_dir) if lock_dir else ()))
-    from kernelkit import warm_sanitizer
-
     started = time.monotonic()
-    ahead = warm_sanitizer.run(tool, program[3:], timeout_s)
-    if ahead is not None:
-        exit_code, output = ahead
-        if exit_code is None:
-            return {"exit_code": None, "errors": None, "tail": _tail(output), "started_ahead": True,
-                    "status": f"did not finish within {timeout_s:g} s"}
-    else:
-        try:
-            done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
-                                  capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
-        except subprocess.TimeoutExpired as error:
-            output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
-            return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
-        exit_code, output = done.returncode, done.stdout + done.stderr
+    try:
+        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
+                              capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
+    output = done.stdout + done.stderr
     errors = sanitizer_errors(output)
-    # The child's wall time from this request (tool, Python, CuPy and context start included, unless
-    # the child was started ahead of the job: kernelkit.warm_sanitizer).
-    return {"exit_code": exit_code, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
-            "started_ahead": ahead is not None, "status": "ran" if errors is not None else "did not run to its summary"}
+    # The child's wall time: tool, Python, CuPy and context start included (a job's critical path).
+    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
+            "status": "ran" if errors is not None else "did not run to its summary"}
 
 
 def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:

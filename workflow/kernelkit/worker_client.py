@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
@@ -43,24 +43,22 @@ EXIT_INTERNAL = 3
 LOG_KEEP_BYTES = 1 << 20
 
 
-def kit_fingerprint(environ: Mapping[str, str] | None = None) -> str:
-    """The kit's own code as this process would import it (path, size and change time of each
-    module) and the keyed part of `environ` (default: this process's environment)."""
-    environ = os.environ if environ is None else environ
+def _kit_fingerprint() -> str:
+    """The kit's own code as this process would import it: path, size and change time of each module."""
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"{sys.executable}\0{package}\0".encode())
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
-    for name in sorted(environ):
+    for name in sorted(os.environ):
         if name.startswith(KEYED_PREFIXES) and name not in UNKEYED:
-            digest.update(f"{name}={environ[name]}\0".encode())
+            digest.update(f"{name}={os.environ[name]}\0".encode())
     return digest.hexdigest()[:24]
 
 
 def pool_address() -> str:
     """The abstract socket name of the pool this process's jobs belong to (see the module's docstring)."""
-    return f"\0kernelkit-worker-{os.geteuid()}-{kit_fingerprint()}"
+    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}"
 
 
 def enabled(command: str | None) -> bool:
@@ -102,11 +100,8 @@ def _spawn_pool(address: str) -> None:
         )
 
 
-# `python -m kernelkit pool-start`: start this environment's pool, if none runs, and the sanitizer
-# children that wait for commands (kernelkit.warm_sanitizer), and return at once.
+# `python -m kernelkit pool-start`: start this environment's pool, if none runs, and return at once.
 PRESTART_COMMAND = "pool-start"
-# `python -m kernelkit sanitizer-child NAME LOG`: one of those children (kernelkit.warm_sanitizer.serve_one).
-SANITIZER_CHILD_COMMAND = "sanitizer-child"
 
 
 def start_pool() -> int:
