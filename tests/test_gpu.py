@@ -49,7 +49,7 @@ def test_cli_negative_control_exits_zero_when_caught(control, capsys):
     # As the workflow's negative_control rule runs it: over every hand-written layout, since a
     # control may aim at a layout other than the seed's (vec_head mutates only the vec layout).
     assert main(["control", "--kernel", "rmsnorm", "--control", control, *_every_layout(RMSNORM)]) == 0
-    assert f"negative control '{control}' caught in" in capsys.readouterr().out
+    assert f"negative control '{control}' caught " in capsys.readouterr().out  # in N cases, or by racecheck
 
 
 def test_short_graph_replay_timing():

@@ -357,7 +357,8 @@ def cmd_control(args: argparse.Namespace) -> int:
               f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first['shape']} "
               f"{first['pattern']}: {first['symptom']}")
     else:
-        print(f"negative control '{args.control}' passed all {len(cases)} cases; {first['symptom']}")
+        print(f"negative control '{args.control}' caught by racecheck: {first['symptom']} "
+              f"(its {len(cases)} correctness cases all passed)")
     return 0
 
 
