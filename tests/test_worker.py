@@ -127,26 +127,6 @@ def test_the_pool_ends_when_idle_and_a_later_job_starts_another(tmp_path, pool_e
     assert json.loads(output.read_text())["job"]["worker"]["job_number"] == 1
 
 
-def test_a_pool_started_ahead_serves_the_first_job_and_is_started_once(tmp_path, pool_env):
-    address = _address(pool_env)
-    began = time.time()
-    for _ in range(2):  # the second finds the first pool and starts none
-        done = _kit(["pool-start"], pool_env)
-        assert done.returncode == 0 and done.stdout == done.stderr == ""
-    deadline = time.monotonic() + 30
-    while not _listening(address) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _listening(address)
-    time.sleep(1.0)  # a second pool, had one been started, would have been spawned by now
-    assert len(_pool_pids(address[1:])) == 2  # KERNELKIT_WORKER_PROCESSES of one pool
-    argv, output = _skipped_timing(tmp_path, "first")
-    assert _kit(argv, pool_env).returncode == 0
-    worker_started = json.loads(output.read_text())["job"]["worker"]["started_unix_s"]
-    job_started = json.loads(output.read_text())["job"]["started_unix_s"]
-    assert began < worker_started < job_started  # the worker was waiting before the job's process began
-    assert _kit(["pool-start"], {**pool_env, "KERNELKIT_WORKER": "0"}).returncode == 0  # off: nothing to start
-
-
 def test_pools_are_keyed_by_what_decides_the_gpu_and_the_lock():
     base = {"PATH": "/usr/bin"}
     with pytest.MonkeyPatch.context() as patch:

@@ -1,9 +1,7 @@
 import sys
 
-from kernelkit.worker_client import PRESTART_COMMAND, delegated_exit_code, start_pool
+from kernelkit.worker_client import delegated_exit_code
 
-if sys.argv[1:] == [PRESTART_COMMAND]:
-    raise SystemExit(start_pool())
 # A GPU stage in a workflow job runs in the GPU's worker pool (kernelkit.worker) before the kit's
 # own imports are paid for here.
 code = delegated_exit_code(sys.argv[1:])

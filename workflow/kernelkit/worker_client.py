@@ -100,27 +100,6 @@ def _spawn_pool(address: str) -> None:
         )
 
 
-# `python -m kernelkit pool-start`: start this environment's pool, if none runs, and return at once.
-PRESTART_COMMAND = "pool-start"
-
-
-def start_pool() -> int:
-    """Start the pool a job with this process's environment would use, unless one answers; the
-    workflow runs this for each card when it knows GPU jobs will run, before it builds the DAG.
-    Why: the first job otherwise starts the pool itself and waits for its imports (0.6-0.8 s of
-    the 7.1-8.3 s one timing target took from scratch on an H200, 2026-12-01), while Snakemake
-    spends about as long building the DAG with the GPU idle."""
-    if os.environ.get(WORKER_VARIABLE) != "1":
-        return 0
-    address = pool_address()
-    client = _connect(address)
-    if client is not None:
-        client.close()
-        return 0
-    _spawn_pool(address)
-    return 0
-
-
 def read_line(stream: Any) -> dict[str, Any] | None:
     line = stream.readline()
     return json.loads(line) if line else None

@@ -8,7 +8,6 @@ import threading
 
 from kernelkit import device as kit_device
 from kernelkit import records as kit_records
-from kernelkit.worker_client import PRESTART_COMMAND
 
 
 # Options after which Snakemake runs no job: they get no GPU check.
@@ -136,21 +135,15 @@ def gpu_surely_needed(targets):
     )
 
 
-def jobs_share_this_python():
-    """Whether GPU jobs run here with this process's Python: not in a conda environment, and not
-    on other machines (SLURM), where this machine needs no GPU."""
-    from snakemake.settings.types import DeploymentMethod
-
-    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
-        return False
-    return workflow.executor_plugin is None or workflow.local_exec
-
-
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
     environment or on other machines are not asked about: this process's Python is not theirs."""
-    if not jobs_share_this_python():
+    from snakemake.settings.types import DeploymentMethod
+
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
         return None
+    if workflow.executor_plugin is not None and not workflow.local_exec:
+        return None  # jobs run elsewhere (SLURM): this machine needs no GPU
     try:
         kit_device.cupy()
     except KitError as error:
@@ -159,8 +152,7 @@ def gpu_problem():
 
 
 def check_gpu_up_front():
-    """No GPU and a command that surely needs one: the sentence, before Snakemake prints more.
-    With a GPU, the cards' worker pools start now, while Snakemake builds the DAG."""
+    """No GPU and a command that surely needs one: the sentence, before Snakemake prints more."""
     targets, runs_jobs = command_line()
     if targets is None or not runs_jobs:
         return
@@ -168,28 +160,6 @@ def check_gpu_up_front():
         problem = gpu_problem()
         if problem:
             refuse(problem)
-        start_worker_pools()
-
-
-# Snakemake gives each job of one thread these variables (snakemake.shell); a pool started for
-# jobs must see them as a job's process would.
-ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                     "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")}
-
-
-def start_worker_pools():
-    """Each card's worker pool (kernelkit.worker), started as its jobs' own command would start it
-    (the same shell prefix and Python), without waiting: a pool that already runs is left alone,
-    and one no job reaches ends after worker.idle_exit_s."""
-    if not POOLED or not jobs_share_this_python():
-        return
-    for gpu in GPUS:
-        with contextlib.suppress(OSError):
-            subprocess.Popen(
-                f"{kit_cards.pin(gpu)}exec python -m kernelkit {PRESTART_COMMAND}",
-                shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, **ONE_THREAD},
-            )
 
 
 def gpu_jobs(jobs):
