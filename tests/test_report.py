@@ -182,6 +182,26 @@ def test_caveats_are_derived_from_the_files(tmp_path, markdown):
     assert "Clock-event reason sw_power_cap seen in 1 snapshots: rmsnorm 512x128 t32 rep1 (after)" in found
 
 
+def test_a_repeat_with_untagged_outlying_samples_is_named():
+    """h200-fq2-wait: a CuPy loop in another process started during two timings before NVML had
+    sampled it, so no sample carries a tag; their spread, against their other repeat's, shows it."""
+    found = [c for c in report.caveats(report.Run(REPO / "results" / "h200-fq2-wait")) if c.startswith("Samples of")]
+    assert found == [
+        "Samples of rmsnorm 16384x8193 t32 rep1 spread 96.0% of their median (964.424-1890.651 us) against 0.09% in "
+        "rep2, and none is tagged disturbed: what changed them is not in the records",
+        "Samples of rmsnorm 4096x4096 t32 rep1 spread 93.7% of their median (122.193-278.817 us) against 0.25% in "
+        "rep2, and none is tagged disturbed: what changed them is not in the records"]
+    # The tagged timings of the run without waiting are explained by their tags; its untagged outliers are named.
+    nowait = report.Run(REPO / "results" / "h200-fq2-nowait")
+    named = [c.split(" spread")[0] for c in report.caveats(nowait) if c.startswith("Samples of")]
+    assert named == ["Samples of rmsnorm 16384x128 t256 rep1", "Samples of rmsnorm 512x128 t256 rep2",
+                     "Samples of rmsnorm 512x128 t32 rep2"]
+    assert all(row.disturbed_samples == 0 for row in nowait.table.itertuples()
+               if f"Samples of {row.kernel} {row.shape} {row.layout} rep{row.repeat}" in named)
+    # A quiet run names none.
+    assert not [c for c in report.caveats(report.Run(REPO / "results" / "h200-p10")) if c.startswith("Samples of")]
+
+
 def test_snakemakes_own_report_lists_the_marked_results(tmp_path):
     from conftest import snakemake
 
