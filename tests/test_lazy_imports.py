@@ -29,7 +29,7 @@ class Recorder:
 sys.meta_path.insert(0, Recorder())
 
 import numpy as np
-from kernelkit import (ceilings, checks, cli, device, environment, foreign, gpujob, gpulock, inputs, library, sampler,
+from kernelkit import (ceilings, checks, cli, controls, device, environment, foreign, gpujob, gpulock, inputs, library, sampler,
                        span, spec, stats, timing, tools)
 
 for name in spec.available():

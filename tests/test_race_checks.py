@@ -19,8 +19,9 @@ import pytest
 
 from conftest import REPO, default_config, padded_output
 
-from kernelkit import KitError, checks, determinism, spec as specs, tools, verify
-from kernelkit.checks import CheckSettings, catching_check, check_case
+from kernelkit import KitError, determinism, spec as specs, tools, verify
+from kernelkit.checks import CheckSettings, check_case
+from kernelkit.controls import catching_check
 from kernelkit.tools import sanitizer_cases
 from kernelkit.inputs import rng_for
 from kernelkit.records import write_record
@@ -308,7 +309,7 @@ def test_report_names_the_check_that_caught_each_control():
     # Since 2026-12-01 one racecheck run covers several layouts: it says the race was seen, not in which.
     joint = {"layouts": ["t32", "t256", "vec"], "hazards": 10, "errors": 10, "exit_code": 2, "status": "ran"}
     together = {**raced, "caught_in_layouts": {"t32": None, "t256": None, "vec": None}, "racecheck": joint,
-                "caught_by": {"layouts": joint["layouts"], "check": "racecheck", "symptom": checks.racecheck_symptom(joint)}}
+                "caught_by": {"layouts": joint["layouts"], "check": "racecheck", "symptom": tools.racecheck_symptom(joint)}}
     beside = {**together, "caught_in_layouts": {"t32": None, "t256": "determinism", "vec": None},
               "cases": committed["cases"], "caught_by": committed["caught_by"]}
     missed = {**together, "racecheck": {**joint, "hazards": 0}}

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from kernelkit import KitError
-from kernelkit import ceilings, checks, config, diff, environment, report, scaffold, span, timing, tools
+from kernelkit import ceilings, checks, config, controls, diff, environment, report, scaffold, span, timing, tools
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -22,6 +22,7 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     environment.register,
     ceilings.register,
     checks.register,
+    controls.register,
     timing.register,
     span.register,
     tools.register,

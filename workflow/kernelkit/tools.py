@@ -156,6 +156,13 @@ def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: 
     return {"layouts": layouts, **result, "hazards": result["errors"]}
 
 
+def racecheck_symptom(racecheck: dict[str, Any]) -> str:
+    """What a control's racecheck run saw, naming the layouts it ran over."""
+    layouts = racecheck["layouts"]
+    over = layouts[0] if len(layouts) == 1 else f"{', '.join(layouts[:-1])} and {layouts[-1]} in one run"
+    return f"racecheck reports {racecheck['hazards']} shared-memory hazards over {over}"
+
+
 def findings(record: dict[str, Any]) -> list[str]:
     """What in a sanitizer record forbids timing: a reported error or hazard, a non-zero exit, or a
     tool that never reached its summary line (then nothing was checked). Empty when clean or skipped."""

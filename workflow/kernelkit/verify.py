@@ -125,13 +125,19 @@ class DeviceComparer:
         }
 
 
+def _host_reference(spec: KernelSpec, host_inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    """The float64 reference and error scale (or None) computed by NumPy from the host inputs, the
+    values uploaded bit for bit."""
+    scale = spec.error_scale(host_inputs) if spec.error_scale else None
+    return np.asarray(spec.reference(host_inputs)), None if scale is None else np.asarray(scale)
+
+
 def small_reference(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray]) -> tuple[Any, Any, str] | None:
-    """The float64 reference and scale of a small shape as NumPy arrays, computed from the host
-    inputs (the values uploaded, bit for bit); None for a shape above the small limits."""
+    """A small shape's reference and scale from the CPU (`_host_reference`), with where it was
+    computed; None for a shape above the small limits."""
     if math.prod(spec.output_shape(shape)) > SMALL_REFERENCE_ELEMENTS or spec.flops(shape) > SMALL_REFERENCE_FLOPS:
         return None
-    scale = spec.error_scale(host_inputs) if spec.error_scale else None
-    return np.asarray(spec.reference(host_inputs)), None if scale is None else np.asarray(scale), CPU_SMALL
+    return (*_host_reference(spec, host_inputs), CPU_SMALL)
 
 
 def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray],
@@ -163,9 +169,9 @@ def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.n
     if elements > CPU_REFERENCE_MAX_ELEMENTS:
         return None, None, (f"not verified: the reference does not run on CuPy ({why}) and {elements} output elements "
                             f"are above the CPU limit of {CPU_REFERENCE_MAX_ELEMENTS}")
-    reference = cp.asarray(spec.reference(host_inputs))
-    scale = cp.asarray(spec.error_scale(host_inputs)) if spec.error_scale else None
-    return reference, scale, f"float64 on CPU (the reference does not run on CuPy: {why})"
+    reference, scale = _host_reference(spec, host_inputs)
+    return (cp.asarray(reference), None if scale is None else cp.asarray(scale),
+            f"float64 on CPU (the reference does not run on CuPy: {why})")
 
 
 def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, implementation: Any,
