@@ -52,6 +52,10 @@ class SimulatedDevice:
     not_found_error: bool = True
     # Processes that have exited: the driver still returns their last samples, but no context.
     gone: tuple[int, ...] = ()
+    # As the H200's driver 580 does: each per-process sample names one of the busy processes (in
+    # turn), however many compute.
+    one_per_tick: bool = False
+    NVML_GPU_UTILIZATION_SAMPLES = 1
 
     def now(self) -> float:
         return time.time()
@@ -65,16 +69,43 @@ class SimulatedDevice:
     def nvmlDeviceGetComputeRunningProcesses(self, handle):  # noqa: N802
         return [type("Process", (), {"pid": pid, "usedGpuMemory": 1 << 28}) for pid in self.busy if pid not in self.gone]
 
+    def _ticks(self, since_us: int) -> list[float]:
+        first = math.floor(since_us / 1e6 / self.period_s) + 1
+        last = math.floor(self.now() / self.period_s)
+        return [k * self.period_s for k in range(first - 1, last + 1) if int(k * self.period_s * 1e6) > since_us]
+
     def nvmlDeviceGetProcessUtilization(self, handle, since_us):  # noqa: N802
         if not self.per_process:
             raise NVMLError_NotSupported("Not Supported")
-        first = math.floor(since_us / 1e6 / self.period_s) + 1
-        last = math.floor(self.now() / self.period_s)
-        ticks = [k * self.period_s for k in range(first - 1, last + 1) if int(k * self.period_s * 1e6) > since_us]
-        samples = [Sample(pid, int(t * 1e6), self._util(pid, t)) for t in ticks for pid in self.busy]
+        samples = []
+        for t in self._ticks(since_us):
+            named = [Sample(pid, int(t * 1e6), self._util(pid, t)) for pid in self.busy]
+            if self.one_per_tick:
+                busy = [sample for sample in named if sample.smUtil > 0]
+                named = [busy[round(t / self.period_s) % len(busy)]] if busy else []
+            samples += named
         if not samples:
             raise NVMLError_NotFound("Not Found") if self.not_found_error else NVMLError("NVML Error with code 0")
         return samples
+
+    def _device_util(self, end: float) -> int:
+        """The share of the period before `end` in which any process computed."""
+        start, covered, reach = end - self.period_s, 0.0, end - self.period_s
+        for a, b in sorted(interval for intervals in self.busy.values() for interval in intervals):
+            a, b = max(a, reach), min(b, end)
+            if b > a:
+                covered += b - a
+                reach = b
+        return round(100 * covered / self.period_s)
+
+    def nvmlDeviceGetSamples(self, handle, sample_type, since_us):  # noqa: N802
+        """Device utilisation samples, each stored twice a millisecond apart as the H200's driver does."""
+        assert sample_type == self.NVML_GPU_UTILIZATION_SAMPLES
+        values = [type("Sample", (), {"timeStamp": int(t * 1e6) + repeat, "sampleValue": type("Value", (), {"uiVal": self._device_util(t)})})
+                  for t in self._ticks(since_us) for repeat in (0, 1000)]
+        if not values:
+            raise NVMLError_NotFound("Not Found")
+        return 1, values
 
     def nvmlDeviceGetUUID(self, handle):  # noqa: N802
         return "GPU-simulated-0"
@@ -367,3 +398,119 @@ def test_lock_members_reads_holders_and_waiters_of_one_file_from_the_kernels_tab
                      f"3: POSIX  ADVISORY  WRITE 1204 {where} 0 EOF\n")
     assert foreign.lock_members(path, locks_table=str(table)) == {1201, 1202}
     assert foreign.lock_members(path, locks_table=str(tmp_path / "missing")) is None
+
+
+def _short_stretch(period: float) -> float:
+    """A start 0.05 s after a driver tick, so that a 0.05 s stretch holds no tick."""
+    t0 = (math.floor(time.time() / period) + 1) * period + 0.05
+    time.sleep(max(0.0, t0 - time.time()))
+    return t0
+
+
+def test_an_outsider_that_begins_inside_a_short_stretch_is_found_by_the_look_after_it():
+    """H200, h200-fq2-nowait: a CuPy loop that began inside 40-60 ms timings was sampled only
+    after them, since the driver samples processes every 0.2 s and names one per sample. The
+    readings during the stretch cannot see it; the device sample wholly after the stretch, while
+    the kit launches nothing, can. Made again (three times at most) where the machine was so
+    loaded that the reads ran into the next tick."""
+    period = 0.2
+    for _ in range(3):
+        t0 = _short_stretch(period)
+        device = SimulatedDevice({SELF: [(t0, t0 + 0.05)], WAITING_KIT: [], OTHER: [(t0 + 0.03, t0 + 5)]},
+                                 period_s=period, one_per_tick=True)
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0,
+                                         members=lambda: {SELF, WAITING_KIT})
+        trace = []
+        for at in (t0 + 0.01, t0 + 0.05):
+            time.sleep(max(0.0, at - time.time()))
+            trace.append({"t": time.time(), "sm_clock_mhz": 1980, "reasons": [], **watcher.read()})
+        if time.time() < t0 + period - 0.05:
+            break
+    else:
+        pytest.fail("three times the reads ran into the next driver tick: no short stretch was made")
+    assert [point["foreign_pids"] for point in trace] == [[], []]  # blind while it lasts
+    look = foreign.look_after(watcher, t0 + 0.05)
+    assert look["looked"] and look["busy"] and look["outsiders"] == [OTHER] and look["device_util_pct"] == 100
+    assert look["period_unix_s"][0] >= t0 + 0.05 and look["waited_s"] <= 2 * period + 0.1
+    windows = [(t0 + 0.01, t0 + 0.02), (t0 + 0.04, t0 + 0.045)]
+    tags = sampler.tag_samples(windows, trace, SETTINGS, 1980, foreign.busy_after(look))
+    assert [(tag["foreign"], tag["foreign_pids"], tag["foreign_right_after"]) for tag in tags] == [(True, [OTHER], [OTHER])] * 2
+    assert sampler.disturbed(tags) == [0, 1]
+    assert sampler.causes(tags) == [f"foreign work right after the timing, perhaps begun during it (pid {OTHER})"]
+    summary = foreign.foreign_work(trace, tags, busy_before_pct=0, after=look)
+    assert summary["processes"] == [{"pid": OTHER, "max_sm_util": 0, "readings": 0, "right_after": True}]
+    assert summary["samples_disturbed"] == 2 and summary["after"] == look
+    assert foreign.saw_foreign_work({"foreign_work": summary}) is True
+
+
+def test_an_idle_outsider_context_is_looked_at_and_not_blamed_and_without_one_nobody_waits():
+    period = 0.1
+    t0 = _short_stretch(period)
+    device = SimulatedDevice({SELF: [(t0, t0 + 0.05)], OTHER: []}, period_s=period, one_per_tick=True)
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    time.sleep(max(0.0, t0 + 0.05 - time.time()))
+    trace = [{"t": time.time(), "sm_clock_mhz": 1980, "reasons": [], **watcher.read()}]
+    look = foreign.look_after(watcher, t0 + 0.05)
+    assert look["looked"] and look["busy"] is False and look["outsiders"] == [OTHER]
+    tags = sampler.tag_samples([(t0 + 0.04, t0 + 0.05)], trace, SETTINGS, 1980, foreign.busy_after(look))
+    assert tags[0]["foreign"] is False and "foreign_right_after" not in tags[0]
+    assert foreign.saw_foreign_work({"foreign_work": foreign.foreign_work(trace, tags, 0, look)}) is False
+    # Only the kit's contexts: nothing to look at, and no wait for a device sample.
+    alone = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: [(t0, t0 + 0.05)]}, period_s=period)),
+                                   self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    alone.read()
+    began = time.monotonic()
+    look = foreign.look_after(alone, time.time())
+    assert look == {"looked": False, "reason": "no process but the kit's held a context"}
+    assert time.monotonic() - began < 0.05
+    # Members that cannot be listed: no outsider can be named, so no look.
+    unknown = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: None)
+    unknown.read()
+    assert foreign.look_after(unknown, time.time())["looked"] is False
+
+
+def test_device_periods_leave_out_the_drivers_repeated_samples():
+    # As read on an H200: every sample stored twice, 1 ms apart, every 0.2 s.
+    samples = [(1_000_000, 0), (1_001_000, 0), (1_200_000, 30), (1_201_000, 30), (1_400_000, 99), (1_401_000, 99)]
+    assert foreign.periods(samples) == [(1_000_000, 1_200_000, 30), (1_200_000, 1_400_000, 99)]
+    assert foreign.first_period_after(samples, 1_100_000) == (1_200_000, 1_400_000, 99)
+    assert foreign.first_period_after(samples, 1_300_000) is None
+
+
+def test_with_members_known_the_wait_for_idle_needs_an_idle_device_period_not_only_quiet_process_samples():
+    """The wait that let a loop through (h200-fq2-wait): its process held a context and had not
+    been sampled yet, so its samples showed no work. Now the wait ends on a device sample wholly
+    within it that reads 0, or at once where no other process holds a context."""
+    period = 0.05
+    t0 = time.time()
+    device = SimulatedDevice({SELF: [], OTHER: [(t0 - 0.01, t0 + 0.3)]}, period_s=period, one_per_tick=True)
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    assert waited["idle"] is True and waited["waited_s"] >= 0.3 - 0.02
+    assert waited["reason"] == "the device was idle over a sampling period with only other processes' contexts on it"
+    idle_context = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: [], OTHER: []}, period_s=period)),
+                                          self_pid=SELF, since_unix_s=time.time(), members=lambda: {SELF})
+    assert foreign.wait_for_idle(idle_context, timeout_s=5, poll_s=0.02)["idle"] is True
+    alone = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: []}, period_s=period)), self_pid=SELF,
+                                   since_unix_s=time.time(), members=lambda: {SELF})
+    waited = foreign.wait_for_idle(alone, timeout_s=5, poll_s=0.02)
+    assert waited["idle"] is True and waited["polls"] == 1 and waited["reason"] == "no process but the kit's held a context"
+    busy = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: [], OTHER: [(t0, t0 + 60)]}, period_s=period)),
+                                  self_pid=SELF, since_unix_s=time.time(), members=lambda: {SELF})
+    assert foreign.wait_for_idle(busy, timeout_s=0.2, poll_s=0.02)["idle"] is False
+
+
+def test_with_waiting_enabled_a_stretch_foreign_work_touched_is_taken_again_a_bounded_number_of_times(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
+    device = SimulatedDevice({os.getpid(): []}, period_s=0.02)
+    waiting = gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5, idle_poll_s=0.02)
+    with gpujob.exclusive_gpu(FakeNvml(device), None, waiting, gpujob.JobClock()) as gpu:
+        assert gpu.again_after_foreign([{"foreign": False}, {"foreign": None}], {"samples_us": [1.0]}) is False
+        for attempt in range(gpujob.FOREIGN_RETIMES):
+            assert gpu.again_after_foreign([{"foreign": False}, {"foreign": True}], {"samples_us": [float(attempt)]})
+        assert gpu.again_after_foreign([{"foreign": True}], {"samples_us": [9.0]}) is False
+    assert [entry["samples_us"] for entry in gpu.retimed] == [[0.0], [1.0]][:gpujob.FOREIGN_RETIMES]
+    assert all(entry["then_waited"]["idle"] is True for entry in gpu.retimed)
+    # Without waiting, foreign work is tagged, never waited out.
+    with gpujob.exclusive_gpu(FakeNvml(device), None, gpulock.LockSettings(), gpujob.JobClock()) as gpu:
+        assert gpu.again_after_foreign([{"foreign": True}], {}) is False and gpu.retimed == []

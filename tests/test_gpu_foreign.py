@@ -23,7 +23,9 @@ BUSY_LOOP = """
 import sys, time
 import cupy as cp
 a = cp.ones((4096, 4096), dtype=cp.float32)
+cp.cuda.Device().synchronize()
 print("ready", flush=True)
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
 end = time.time() + float(sys.argv[1])
 while time.time() < end:
     a = a @ a * 1e-3 + 1.0
@@ -41,8 +43,9 @@ def nvml_here():
     return cp, nvml
 
 
-def start_busy(seconds: float) -> subprocess.Popen:
-    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds)], stdout=subprocess.PIPE, text=True)
+def start_busy(seconds: float, after_s: float = 0.0) -> subprocess.Popen:
+    """A process with a CUDA context that computes for `seconds`, `after_s` after it says ready."""
+    busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds), str(after_s)], stdout=subprocess.PIPE, text=True)
     assert busy.stdout.readline().strip() == "ready"
     return busy
 
@@ -173,3 +176,47 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
     summary = run_time(records)
     # Both are rounded to microseconds from different sums, so they may differ in the last place.
     assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records) - 1e-6
+
+
+def _short_stretch_then_look(cp, nvml, other_pid: int) -> tuple[float, dict]:
+    """50 ms of small launches with the watcher reading, as a short timing does, then the look
+    after it, launching nothing. Skips where NVML's pids are not this process's (a container)."""
+    watcher = foreign.ProcessWatcher(nvml, since_unix_s=time.time(), members=lambda: {os.getpid()})
+    x = cp.ones((1 << 20,), dtype=cp.float32)
+    readings, end = [], time.time() + 0.05
+    while time.time() < end:
+        for _ in range(20):
+            x = x * 0.999 + 0.001
+        cp.cuda.Device().synchronize()
+        readings.append(watcher.read())
+    ended = time.time()
+    if watcher.outsiders is None:
+        pytest.skip(f"GPU test skipped: NVML's pids are not this process's here ({readings[-1]['foreign_rule']})")
+    assert other_pid in watcher.outsiders
+    return ended, foreign.look_after(watcher, ended)
+
+
+def test_work_begun_inside_a_short_stretch_is_found_by_the_look_after_it():
+    """The blind spot of h200-fq2-nowait: a loop that begins 20 ms into a 50 ms stretch."""
+    cp, nvml = nvml_here()
+    busy = start_busy(2.0, after_s=0.02)
+    try:
+        ended, look = _short_stretch_then_look(cp, nvml, busy.pid)
+    finally:
+        busy.wait(timeout=30)
+    if not look["looked"]:
+        pytest.skip(f"GPU test skipped: no device utilisation samples here ({look['reason']})")
+    assert look["busy"] and look["device_util_pct"] > 0 and busy.pid in look["outsiders"], look
+    assert look["period_unix_s"][0] >= ended
+
+
+def test_an_idle_context_of_another_process_is_looked_at_and_found_idle():
+    cp, nvml = nvml_here()
+    idle = start_busy(0.0, after_s=3.0)
+    try:
+        _, look = _short_stretch_then_look(cp, nvml, idle.pid)
+    finally:
+        idle.wait(timeout=30)
+    if not look["looked"]:
+        pytest.skip(f"GPU test skipped: no device utilisation samples here ({look['reason']})")
+    assert look["busy"] is False and look["device_util_pct"] == 0, look

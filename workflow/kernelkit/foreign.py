@@ -24,6 +24,15 @@ Without the list, only samples whose whole period lies after the lock was taken 
 judged (rule `by_pid`), less the previous holder, so the work of earlier holders, which ended
 before they released the lock, is never blamed on anyone.
 
+Per-process samples cannot show work that began inside a short stretch. On an H200 (driver
+580) NVML keeps one per-process sample every 0.2 s and names one process in it, even while two
+compute, with a utilisation that rises over several samples; a CuPy loop that started inside a
+40-60 ms timing was sampled only after the timing ended (h200-fq2-nowait). So after a stretch,
+while a process that is not the kit held a context during it, the kit keeps the lock, launches
+nothing and reads NVML's device utilisation samples until one covers a period wholly after the
+stretch (`look_after`): busy then means that process computes, right after the timing and
+perhaps during it. Its timed samples are tagged so; with waiting enabled they are taken again.
+
 NVML reports host pids. In a container with its own pid namespace this process's pid is
 not among them; then no pid can be told apart, and the judgement counts instead: while the
 kit computes, two or more busy processes mean someone else is busy too (one is the kit);
@@ -131,6 +140,9 @@ class ProcessWatcher:
         self._seen_since_start: set[int] = set()
         self._busy_since_start: dict[int, list[dict[str, Any]]] = {}
         self.self_visible: bool | None = None
+        # Processes that held a context in a reading since `begin` and are not the kit; None
+        # while the kit's processes cannot be listed (then no one can be called an outsider).
+        self.outsiders: set[int] | None = None
 
     def begin(self, at_unix_s: float) -> None:
         """Judge only work from `at_unix_s` on: the kit's own work begins there (after a wait for
@@ -138,6 +150,7 @@ class ProcessWatcher:
         self._start_us = int(at_unix_s * 1e6)
         self._seen_since_start.clear()
         self._busy_since_start.clear()
+        self.outsiders = None
 
     def _note(self, samples: list[dict[str, Any]]) -> None:
         for sample in samples:
@@ -189,6 +202,8 @@ class ProcessWatcher:
         reading = {"compute_pids": pids, "processes": samples, "device_util_pct": device_util(self.nvml)}
         members = self.members() if self.members is not None and self.self_visible else None
         if members is not None and isinstance(pids, list) and isinstance(samples, list):
+            outsiders = set(pids) - {self.self_pid} - members - set(self.kit_pids)
+            self.outsiders = (self.outsiders or set()) | outsiders
             foreign, evidence = self._judge_outsiders(pids, members)
             reading.update(foreign_pids=foreign, foreign_rule="by_pid_and_members")
             if evidence:
@@ -196,6 +211,90 @@ class ProcessWatcher:
             return reading
         foreign, rule = judge(samples, self.self_pid, bool(self.self_visible), self.self_busy, self.kit_pids)
         return {**reading, "foreign_pids": foreign, "foreign_rule": rule}
+
+
+def device_samples(nvml: Any, since_us: int) -> list[tuple[int, int]] | str:
+    """The device's SM utilisation samples newer than `since_us`: (NVML timestamp in us, percent),
+    in time order; or why they cannot be read."""
+    if getattr(nvml, "error", None):
+        return nvml.error
+    try:
+        _, values = nvml.nvml.nvmlDeviceGetSamples(nvml.handle, nvml.nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
+    except Exception as error:
+        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
+            return []
+        return _unavailable(error)
+    return sorted((int(v.timeStamp), int(v.sampleValue.uiVal)) for v in values)
+
+
+# NVML stores some device samples twice, a millisecond apart (H200, driver 580); a sample's
+# period begins at the previous sample at least this much earlier.
+SAMPLE_REPEAT_US = 20_000
+
+
+def periods(samples: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """Device samples as (period start, end, percent): each period begins at the previous sample,
+    a repeat of a sample less than SAMPLE_REPEAT_US later left out; the first sample has none."""
+    found, previous = [], None
+    for t_us, pct in samples:
+        if previous is None:
+            previous = t_us
+        elif t_us - previous >= SAMPLE_REPEAT_US:
+            found.append((previous, t_us, pct))
+            previous = t_us
+    return found
+
+
+def first_period_after(samples: list[tuple[int, int]], after_us: int) -> tuple[int, int, int] | None:
+    """The first device sample whose whole period lies after `after_us`: (period start, end, percent)."""
+    return next((period for period in periods(samples) if period[0] >= after_us), None)
+
+
+# How long the look after a stretch waits for a device sample wholly after it: NVML samples the
+# device every 0.2 s on an H200, so the second sample after the stretch ends comes within 0.4 s.
+LOOK_AFTER_TIMEOUT_S = 1.0
+LOOK_AFTER_POLL_S = 0.05
+
+
+def look_after(watcher: ProcessWatcher, ended_unix_s: float, timeout_s: float = LOOK_AFTER_TIMEOUT_S,
+               poll_s: float = LOOK_AFTER_POLL_S, sleep: Any = time.sleep,
+               clock: Any = time.monotonic) -> dict[str, Any]:
+    """After a stretch that ended at `ended_unix_s`, while this process still holds the GPU alone and
+    launches nothing: is anyone computing? Only where a process that is not the kit held a context
+    during the stretch; otherwise nobody could be, and it returns at once.
+
+    Busy: the first device utilisation sample whose period lies wholly after the stretch is above
+    zero. No kit process computes then (the lock), so the outsiders do, and may have begun during
+    the stretch, before NVML sampled them.
+    """
+    outsiders = watcher.outsiders
+    if outsiders is None:
+        return {"looked": False, "reason": "no reading listed the kit's processes on this GPU, so no outsider can be named"}
+    if not outsiders:
+        return {"looked": False, "reason": "no process but the kit's held a context"}
+    ended_us = int(ended_unix_s * 1e6)
+    since_us = ended_us - int(LOOKBACK_S * 1e6)
+    began = clock()
+    seen: list[tuple[int, int]] = []
+    while True:
+        samples = device_samples(watcher.nvml, since_us)
+        if isinstance(samples, str):
+            return {"looked": False, "reason": samples, "outsiders": sorted(outsiders)}
+        seen = sorted(set(seen) | set(samples))
+        found = first_period_after(seen, ended_us)
+        if found is not None:
+            start_us, end_us, pct = found
+            return {"looked": True, "busy": pct > 0, "device_util_pct": pct, "outsiders": sorted(outsiders),
+                    "period_unix_s": [start_us / 1e6, end_us / 1e6], "waited_s": round(clock() - began, 6)}
+        if clock() - began >= timeout_s:
+            return {"looked": False, "reason": f"no device sample after the stretch within {timeout_s} s",
+                    "outsiders": sorted(outsiders), "waited_s": round(clock() - began, 6)}
+        sleep(poll_s)
+
+
+def busy_after(look: dict[str, Any] | None) -> list[int]:
+    """The outsiders a look after a stretch found computing right after it (empty: none, or no look)."""
+    return list(look["outsiders"]) if look and look.get("looked") and look.get("busy") else []
 
 
 def lock_members(path: str | os.PathLike[str], locks_table: str = "/proc/locks") -> set[int] | None:
@@ -266,26 +365,42 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
                   sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, Any]:
     """Poll, holding the lock and launching nothing, until no foreign process computes, or the timeout.
 
-    Idle: a reading whose process samples show no foreign busy pid, or a device utilisation
-    of 0 (nothing ran over NVML's last period). With neither readable it returns at once,
-    idle None, and says why: the kit does not wait on what it cannot see.
+    Where the kit's processes can be listed: idle at once when no other process holds a context;
+    else when a device utilisation sample whose whole period lies within the wait reads 0 (the
+    kit launches nothing then, so any work is the others'). Per-process samples are not enough:
+    NVML may not have sampled a process that has just begun (see `look_after`).
+    Elsewhere: idle on a reading whose process samples show no foreign busy pid, or a device
+    utilisation of 0 (nothing ran over NVML's last period). With neither readable it returns at
+    once, idle None, and says why: the kit does not wait on what it cannot see.
     """
     watcher.self_busy = False
     began, polls, last = clock(), 0, {}
+    quiet_from_us = int(time.time() * 1e6)  # this process launches nothing from here on
     while True:
         last = watcher.read()
         polls += 1
-        seen_processes = isinstance(last["processes"], list) and any(s["judged"] for s in last["processes"])
         util = last["device_util_pct"]
-        if last["foreign_pids"] is None and isinstance(util, str):
-            idle, reason = None, f"neither process nor device utilisation is readable ({util})"
+        outsiders = watcher.outsiders
+        samples = device_samples(watcher.nvml, quiet_from_us - int(LOOKBACK_S * 1e6)) if outsiders else []
+        if outsiders is not None and not outsiders:
+            idle, reason = True, "no process but the kit's held a context"
             break
-        # The members' rule judges the last WINDOW_S seconds at the first look; the other needs a
-        # sample that began after the lock was taken before it can say no one else works.
-        decided = seen_processes or last["foreign_rule"] == "by_pid_and_members"
-        if util == 0 or (decided and last["foreign_pids"] == []):
-            idle, reason = True, "no foreign work seen"
-            break
+        if outsiders and isinstance(samples, list):
+            quiet = [period for period in periods(samples) if period[0] >= quiet_from_us]
+            if quiet and quiet[-1][2] == 0:
+                idle, reason = True, "the device was idle over a sampling period with only other processes' contexts on it"
+                break
+        else:
+            seen_processes = isinstance(last["processes"], list) and any(s["judged"] for s in last["processes"])
+            if last["foreign_pids"] is None and isinstance(util, str):
+                idle, reason = None, f"neither process nor device utilisation is readable ({util})"
+                break
+            # The members' rule judges the last WINDOW_S seconds at the first look; the other needs a
+            # sample that began after the lock was taken before it can say no one else works.
+            decided = seen_processes or last["foreign_rule"] == "by_pid_and_members"
+            if util == 0 or (decided and last["foreign_pids"] == []):
+                idle, reason = True, "no foreign work seen"
+                break
         if clock() - began >= timeout_s:
             idle, reason = False, f"still busy after {timeout_s} s"
             break
@@ -296,18 +411,23 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
             "last_foreign_pids": last.get("foreign_pids"), "last_device_util_pct": last.get("device_util_pct")}
 
 
-def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_before_pct: Any) -> dict[str, Any]:
+def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_before_pct: Any,
+                 after: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record-level summary: which processes worked beside the timing, and how many samples they touched.
 
     `busy_before_pct`: the device utilisation read when the lock was taken, before any launch
     of this process (it can still hold the previous holder's last work, so it is shown, not judged).
+    `after`: the look after the stretch (`look_after`); a process it found computing is listed
+    with `"right_after": true`.
     """
+    looked = {"after": after} if after is not None else {}
     readable = [p for p in trace if "foreign_pids" in p]
     if not readable:
         return {"processes": f"{UNAVAILABLE}no process readings were taken", "busy_before_pct": busy_before_pct,
-                "samples_disturbed": None}
+                "samples_disturbed": None, **looked}
     if all(p["foreign_pids"] is None for p in readable):
-        return {"processes": readable[0]["foreign_rule"], "busy_before_pct": busy_before_pct, "samples_disturbed": None}
+        return {"processes": readable[0]["foreign_rule"], "busy_before_pct": busy_before_pct, "samples_disturbed": None,
+                **looked}
     peak: dict[int, dict[str, Any]] = {}
     for point in readable:
         for pid in point["foreign_pids"] or []:
@@ -316,11 +436,14 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
             entry = peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})
             entry["max_sm_util"] = max([entry["max_sm_util"], *utils])
             entry["readings"] += 1
+    for pid in busy_after(after):
+        peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})["right_after"] = True
     return {
         "processes": [peak[pid] for pid in sorted(peak)],
         "rule": readable[-1]["foreign_rule"],
         "busy_before_pct": busy_before_pct,
         "samples_disturbed": sum(1 for tag in tags if tag.get("foreign")),
+        **looked,
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -90,16 +90,45 @@ class JobClock:
         }
 
 
+# With `gpu_lock.wait_for_idle`, how many times a sampled stretch that foreign work touched is
+# taken again, each after waiting for the GPU to be idle.
+FOREIGN_RETIMES = 2
+
+
 @dataclass
 class Exclusive:
     """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
-    clock sampler, the device utilisation read before this process launched anything, and the
-    optional wait for foreign work to end."""
+    clock sampler, the device utilisation read before this process launched anything, the
+    optional wait for foreign work to end, and the stretches that foreign work touched and
+    were taken again (`again_after_foreign`)."""
 
     work: GpuWork
     watcher: Any
     busy_before_pct: Any
     idle_wait: dict[str, Any] | None
+    settings: LockSettings | None = None
+    retimed: list[dict[str, Any]] = field(default_factory=list)
+
+    def look_after(self, ended_unix_s: float) -> dict[str, Any]:
+        """Whether another process computes right after a stretch (kernelkit.foreign.look_after)."""
+        from kernelkit import foreign
+
+        return foreign.look_after(self.watcher, ended_unix_s)
+
+    def again_after_foreign(self, tags: list[dict[str, Any]], discarded: dict[str, Any]) -> bool:
+        """Whether to sample the stretch again: with waiting enabled, when foreign work touched
+        any of its samples (`tags`), at most FOREIGN_RETIMES times. Then the stretch's record
+        (`discarded`, raw samples included) is kept in `retimed` with the wait that follows it."""
+        from kernelkit import foreign
+
+        if self.idle_wait is None or self.settings is None or len(self.retimed) >= FOREIGN_RETIMES:
+            return False
+        if not any(tag.get("foreign") for tag in tags):
+            return False
+        wait = foreign.wait_for_idle(self.watcher, self.settings.idle_timeout_s, self.settings.idle_poll_s)
+        self.watcher.begin(time.time())
+        self.retimed.append({**discarded, "then_waited": wait})
+        return True
 
 
 @contextlib.contextmanager
@@ -148,4 +177,4 @@ def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clo
                      if settings.wait_for_idle else None)
         if idle_wait is not None:
             watcher.begin(time.time())  # work before this, waited out, is not in the samples
-        yield Exclusive(work, watcher, busy_before, idle_wait)
+        yield Exclusive(work, watcher, busy_before, idle_wait, settings)

@@ -97,6 +97,7 @@ def tag_samples(
     trace: list[dict[str, Any]],
     settings: SamplerSettings,
     sm_clock_max_mhz: Any,
+    busy_right_after: list[int] = (),
 ) -> list[dict[str, Any]]:
     """Per sample: the trace points within one interval of its window, and whether any of them
     showed a throttle reason, an SM clock below `min_sm_clock_fraction` of the maximum, or
@@ -105,6 +106,10 @@ def tag_samples(
     A sample no trace point covers gets None for all three: unknown, not clean. So does
     `foreign` when no nearby reading could judge processes (no watcher, or NVML lacks
     per-process utilisation).
+
+    `busy_right_after`: outsiders that held a context during the stretch and computed right after
+    it (kernelkit.foreign.look_after). NVML cannot say when they began, so every sample of the
+    stretch is tagged foreign, with `foreign_right_after`.
     """
     margin = settings.interval_ms / 1000.0
     floor = settings.min_sm_clock_fraction * sm_clock_max_mhz if isinstance(sm_clock_max_mhz, (int, float)) else None
@@ -112,7 +117,8 @@ def tag_samples(
     for start, end in windows:
         near = [p for p in trace if start - margin <= p["t"] <= end + margin]
         if not near:
-            tags.append({"points": 0, "throttled": None, "low_clock": None, "foreign": None})
+            tags.append({"points": 0, "throttled": None, "low_clock": None,
+                         **_after_tag({"foreign": None}, busy_right_after)})
             continue
         throttled = sorted({r for p in near if isinstance(p["reasons"], list) for r in p["reasons"] if r in THROTTLE_REASONS})
         clocks = [p["sm_clock_mhz"] for p in near if isinstance(p["sm_clock_mhz"], (int, float))]
@@ -122,9 +128,16 @@ def tag_samples(
             "reasons": throttled,
             "low_clock": (min(clocks) < floor) if clocks and floor is not None else None,
             "min_sm_clock_mhz": min(clocks) if clocks else None,
-            **_foreign_tag(near),
+            **_after_tag(_foreign_tag(near), busy_right_after),
         })
     return tags
+
+
+def _after_tag(tag: dict[str, Any], busy_right_after: list[int]) -> dict[str, Any]:
+    if not busy_right_after:
+        return tag
+    pids = sorted(set(tag.get("foreign_pids", [])) | set(busy_right_after))
+    return {"foreign": True, "foreign_pids": pids, "foreign_right_after": sorted(busy_right_after)}
 
 
 def _foreign_tag(near: list[dict[str, Any]]) -> dict[str, Any]:
@@ -151,9 +164,13 @@ def causes(tags: list[dict[str, Any]]) -> list[str]:
     found = sorted({reason for tag in tags for reason in tag.get("reasons") or []})
     if any(tag["low_clock"] for tag in tags):
         found.append("low SM clock")
-    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])})
+    after = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_right_after", [])})
+    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])} - set(after))
     if pids:
         found.append(f"foreign work (pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))})")
+    if after:
+        found.append(f"foreign work right after the timing, perhaps begun during it "
+                     f"(pid{'s' if len(after) > 1 else ''} {', '.join(map(str, after))})")
     return found
 
 

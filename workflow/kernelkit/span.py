@@ -144,19 +144,27 @@ def cmd_span(args: argparse.Namespace) -> int:
         cp.get_default_memory_pool().free_all_blocks()
         cp.cuda.Device().synchronize()
         with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
-            before = nvml.snapshot()
-            with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-                calls = {layout: impl.call for layout, impl in implementations.items()}
-                switched = device.switch_contexts()  # as before every kernel-time measurement (device.OtherContext)
-                samples = span_samples(calls, settings.method) if layouts else {}
-            after = nvml.snapshot()
-    all_tags = []
-    for layout_samples in samples.values():
-        windows = [(s["t0"], s["t1"]) for s in layout_samples]
-        tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max)
-        all_tags += tags
-        for sample, tag in zip(layout_samples, tags):
-            sample["disturbed"] = sampler.is_disturbed(tag)
+            while True:
+                before = nvml.snapshot()
+                with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+                    calls = {layout: impl.call for layout, impl in implementations.items()}
+                    switched = device.switch_contexts()  # as before every kernel-time measurement (device.OtherContext)
+                    samples = span_samples(calls, settings.method) if layouts else {}
+                ended = time.time()
+                after = nvml.snapshot()
+                look = gpu.look_after(ended)
+                all_tags = []
+                for layout_samples in samples.values():
+                    windows = [(s["t0"], s["t1"]) for s in layout_samples]
+                    tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max,
+                                               foreign.busy_after(look))
+                    all_tags += tags
+                    for sample, tag in zip(layout_samples, tags):
+                        sample["disturbed"] = sampler.is_disturbed(tag)
+                discarded = {"samples": samples, "clock_trace": clocks.trace,
+                             "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct, look)}
+                if not gpu.again_after_foreign(all_tags, discarded):
+                    break
     write_record(
         args.output,
         {
@@ -176,8 +184,9 @@ def cmd_span(args: argparse.Namespace) -> int:
             "sampler": settings.sampler.describe(),
             "clock_trace": clocks.trace,
             **measured_around(spec, shape, before, after),
-            "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct),
+            "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct, look),
             "idle_wait": gpu.idle_wait,
+            **({"retimed_after_foreign_work": gpu.retimed} if gpu.retimed else {}),
             "job": clock.describe(),
         },
     )

@@ -9,6 +9,7 @@ did not pass on the same source (checks.require_checked).
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -112,8 +113,6 @@ def cmd_time(args: argparse.Namespace) -> int:
         host_inputs = timing_inputs(spec, args.shape)
         small = verify.small_reference(spec, shape, host_inputs)
     pads: list[Any] = []
-    # Earlier placements stay allocated, so that a later one cannot reuse their addresses.
-    held: list[Any] = []
 
     def placed(index: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
         """The implementation on a fresh copy of the inputs, those buffers, and where they lie.
@@ -132,10 +131,33 @@ def cmd_time(args: argparse.Namespace) -> int:
         read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
         return sampler.wait_for_clock(read_clock, sm_clock_max, settings.sampler, keep_busy)
 
-    samples: list[float] = []
-    windows: list[tuple[float, float]] = []
-    sample_placement: list[int] = []
-    placements = []
+    # Each placement is made once (placement i > 0 within the first exclusive stretch) and stays
+    # allocated, so that a later one cannot reuse its addresses; a stretch taken again after
+    # foreign work samples the same buffers.
+    made: list[tuple[Any, dict[str, Any]]] = []
+
+    def sample_placements() -> dict[str, Any]:
+        """One exclusive stretch: every placement's samples under the clock sampler, and the look after it."""
+        taken: dict[str, Any] = {"samples": [], "windows": [], "sample_placement": [], "placements": []}
+        stretch_before = nvml.snapshot()
+        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
+            for index in range(settings.placements):
+                if index == len(made):
+                    implementation, _, where = placed(index)
+                    made.append((implementation, where))
+                implementation, where = made[index]
+                with clock.phase("warmup_and_samples"):
+                    got, used_here, got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
+                taken["placements"].append({**where, "method_used": used_here, "samples": len(got)})
+                taken["samples"] += got
+                taken["windows"] += got_windows
+                taken["sample_placement"] += [index] * len(got)
+        ended = time.time()
+        taken.update(trace=clocks.trace, before=stretch_before, after=nvml.snapshot(), look=gpu.look_after(ended))
+        taken["tags"] = sampler.tag_samples(taken["windows"], clocks.trace, settings.sampler, sm_clock_max,
+                                            foreign.busy_after(taken["look"]))
+        return taken
+
     lock = settings.lock.with_dir(args.lock_dir)
     with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
         with clock.phase("load_modules"):
@@ -147,6 +169,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             lead = HostLead(method.host_lead_us)
         with clock.phase("upload"):
             implementation, buffers, placement = placed(0)
+            made.append((implementation, placement))
         with clock.phase("verify_reference"):
             reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
             cp.cuda.Device().synchronize()
@@ -157,24 +180,19 @@ def cmd_time(args: argparse.Namespace) -> int:
         flush = L2Flush() if args.cache == "cold" else None
         cp.cuda.Device().synchronize()  # nothing of this process runs on while it waits for the GPU to itself
         with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
-            before = nvml.snapshot()
-            with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-                for index in range(settings.placements):
-                    if index:
-                        held.append(implementation)
-                        implementation, _, placement = placed(index)
-                    with clock.phase("warmup_and_samples"):
-                        got, placement["method_used"], got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
-                    placement["samples"] = len(got)
-                    placements.append(placement)
-                    samples += got
-                    windows += got_windows
-                    sample_placement += [index] * len(got)
-            after = nvml.snapshot()
+            while True:
+                taken = sample_placements()
+                discarded = {"samples_us": taken["samples"], "sample_placement": taken["sample_placement"],
+                             "sample_tags": taken["tags"], "clock_trace": taken["trace"],
+                             "foreign_work": foreign.foreign_work(taken["trace"], taken["tags"], gpu.busy_before_pct,
+                                                                  taken["look"])}
+                if not gpu.again_after_foreign(taken["tags"], discarded):
+                    break
+    implementation = made[-1][0]
+    samples, tags, placements = taken["samples"], taken["tags"], taken["placements"]
     used = dict(placements[0]["method_used"])
     if flush is not None:
         used["flush"] = flush.describe()
-    tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max)
 
     write_record(
         args.output,
@@ -185,23 +203,26 @@ def cmd_time(args: argparse.Namespace) -> int:
             "unit": "microseconds per launch",
             "samples_us": samples,
             "placements": placements,
-            "sample_placement": sample_placement,
+            "sample_placement": taken["sample_placement"],
             "sampler": settings.sampler.describe(),
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
-            "clock_trace": clocks.trace,
+            "clock_trace": taken["trace"],
             "verified": verified,
             **implementation.record,
-            **measured_around(spec, shape, before, after),
-            "foreign_work": foreign.foreign_work(clocks.trace, tags, gpu.busy_before_pct),
+            **measured_around(spec, shape, taken["before"], taken["after"]),
+            "foreign_work": foreign.foreign_work(taken["trace"], tags, gpu.busy_before_pct, taken["look"]),
             "idle_wait": gpu.idle_wait,
+            # Only where it happened: stretches that foreign work touched, taken again after a wait.
+            **({"retimed_after_foreign_work": gpu.retimed} if gpu.retimed else {}),
             "job": clock.describe(),
         },
     )
     print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
           f"{summarize(samples).median:.3f} us over {len(samples)} samples ({used['name']}, "
-          f"{used['launches_per_sample']} calls per sample); {len(clocks.trace)} clock readings, "
-          f"{len(sampler.disturbed(tags))} samples disturbed")
+          f"{used['launches_per_sample']} calls per sample); {len(taken['trace'])} clock readings, "
+          f"{len(sampler.disturbed(tags))} samples disturbed"
+          + (f"; taken again {len(gpu.retimed)}x after foreign work" if gpu.retimed else ""))
     return 0
 
 

@@ -36,6 +36,16 @@ def caveats(run: Run) -> list[str]:
                          + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                          f"{spread:.3f})")
     found += untagged_outliers(table)
+    from kernelkit.report.quality import foreign_targets, retimed_targets
+
+    foreign = foreign_targets(run.timings + run.cold + run.spans)
+    if foreign:
+        found.append(f"Another process computed on the GPU during or right after {len(foreign)} timed targets or spans "
+                     "(their samples are tagged disturbed): " + "; ".join(foreign))
+    retimed = retimed_targets(run.timings + run.cold + run.spans)
+    if retimed:
+        found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
+                     "their numbers come from the stretch after the wait")
     from kernelkit.config import timing_plan
 
     plan = [t.key[:4] for t in timing_plan(run.config) if t.cache == "warm"]

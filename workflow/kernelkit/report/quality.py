@@ -97,8 +97,25 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets during which another process computed on the GPU, named with its pids."""
     from kernelkit.foreign import saw_foreign_work
 
-    return [f"{_target(r)}: pids {', '.join(str(p.get('pid', p)) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
+    def named(process: Any) -> str:
+        if not isinstance(process, dict):
+            return str(process)
+        return f"{process.get('pid')}{' (right after it)' if process.get('right_after') else ''}"
+
+    return [f"{_target(r)}: pids {', '.join(named(p) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
             for r in records if saw_foreign_work(r)]
+
+
+def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
+    """Targets whose samples foreign work touched and which, with waiting enabled, were taken
+    again after the GPU was idle: how often, and how long the waits took."""
+    found = []
+    for record in records:
+        retimed = record.get("retimed_after_foreign_work") or []
+        if retimed:
+            waited = sum(entry.get("then_waited", {}).get("waited_s", 0.0) for entry in retimed)
+            found.append(f"{_target(record)}: {len(retimed)}x, after waits of {waited:.1f} s")
+    return found
 
 
 def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
@@ -117,13 +134,20 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
         f"throttle reason ({', '.join(sorted(sampler.THROTTLE_REASONS))}) or an SM clock below "
         f"{settings['min_sm_clock_fraction']:g} of the maximum, or when another process computed on the GPU during it "
-        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)."))
+        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count) "
+        "or right after it (NVML's device utilisation over a period after the timing, while the kit launched nothing "
+        "and another process held a context: NVML samples processes too seldom to show work begun in a short timing)."))
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
     foreign = foreign_targets(sampled + run.spans)
     if foreign:
         blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
                                     + "; ".join(foreign) + "."))
+    retimed = retimed_targets(sampled + run.spans)
+    if retimed:
+        blocks.append(doc.Paragraph(
+            f"Foreign work touched the samples of {len(retimed)} timed targets or spans, which were taken again once the "
+            "GPU was idle (gpu_lock.wait_for_idle; the record keeps the samples set aside): " + "; ".join(retimed) + "."))
     blocks += run_time_paragraphs(run)
     waits = [r["method_used"]["clock_wait"] for r in sampled if r["method_used"].get("clock_wait", {}).get("enabled")]
     if waits:
