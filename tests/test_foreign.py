@@ -434,13 +434,19 @@ def test_an_outsider_that_begins_inside_a_short_stretch_is_found_by_the_look_aft
     assert look["period_unix_s"][0] >= t0 + 0.05 and look["waited_s"] <= 2 * period + 0.1
     windows = [(t0 + 0.01, t0 + 0.02), (t0 + 0.04, t0 + 0.045)]
     tags = sampler.tag_samples(windows, trace, SETTINGS, 1980, foreign.busy_after(look))
-    assert [(tag["foreign"], tag["foreign_pids"], tag["foreign_right_after"]) for tag in tags] == [(True, [OTHER], [OTHER])] * 2
+    assert [(tag["foreign"], tag["foreign_pids"], tag["foreign_right_after"]) for tag in tags] == [(True, [], [OTHER])] * 2
     assert sampler.disturbed(tags) == [0, 1]
     assert sampler.causes(tags) == [f"foreign work right after the timing, perhaps begun during it (pid {OTHER})"]
     summary = foreign.foreign_work(trace, tags, busy_before_pct=0, after=look)
     assert summary["processes"] == [{"pid": OTHER, "max_sm_util": 0, "readings": 0, "right_after": True}]
     assert summary["samples_disturbed"] == 2 and summary["after"] == look
     assert foreign.saw_foreign_work({"foreign_work": summary}) is True
+    # Where the readings saw it during the stretch too, it is named as working during it.
+    seen = [{**trace[0], "foreign_pids": [OTHER]}]
+    tags = sampler.tag_samples(windows[:1], seen, SETTINGS, 1980, foreign.busy_after(look))
+    assert tags[0]["foreign_pids"] == [OTHER] and "foreign_right_after" not in tags[0]
+    assert sampler.causes(tags) == [f"foreign work (pid {OTHER})"]
+    assert foreign.foreign_work(seen, tags, 0, look)["processes"] == [{"pid": OTHER, "max_sm_util": 0, "readings": 1}]
 
 
 def test_an_idle_outsider_context_is_looked_at_and_not_blamed_and_without_one_nobody_waits():

@@ -111,7 +111,7 @@ class Comparison:
     def notes(self) -> list[str]:
         notes = [f"{', '.join(self.foreign_work)} saw foreign GPU work"] if self.foreign_work else []
         if self.disturbed:
-            notes.append("disturbed samples (throttled or low clock): " + ", ".join(self.disturbed))
+            notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
         if self.cards:
             notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
         return notes

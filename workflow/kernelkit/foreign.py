@@ -417,8 +417,8 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
 
     `busy_before_pct`: the device utilisation read when the lock was taken, before any launch
     of this process (it can still hold the previous holder's last work, so it is shown, not judged).
-    `after`: the look after the stretch (`look_after`); a process it found computing is listed
-    with `"right_after": true`.
+    `after`: the look after the stretch (`look_after`); a process only it found computing is
+    listed with `"right_after": true`.
     """
     looked = {"after": after} if after is not None else {}
     readable = [p for p in trace if "foreign_pids" in p]
@@ -437,7 +437,8 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
             entry["max_sm_util"] = max([entry["max_sm_util"], *utils])
             entry["readings"] += 1
     for pid in busy_after(after):
-        peak.setdefault(pid, {"pid": pid, "max_sm_util": 0, "readings": 0})["right_after"] = True
+        if pid not in peak:  # seen only by the look after the stretch
+            peak[pid] = {"pid": pid, "max_sm_util": 0, "readings": 0, "right_after": True}
     return {
         "processes": [peak[pid] for pid in sorted(peak)],
         "rule": readable[-1]["foreign_rule"],

@@ -109,7 +109,7 @@ def tag_samples(
 
     `busy_right_after`: outsiders that held a context during the stretch and computed right after
     it (kernelkit.foreign.look_after). NVML cannot say when they began, so every sample of the
-    stretch is tagged foreign, with `foreign_right_after`.
+    stretch is tagged foreign, naming those the readings did not see in `foreign_right_after`.
     """
     margin = settings.interval_ms / 1000.0
     floor = settings.min_sm_clock_fraction * sm_clock_max_mhz if isinstance(sm_clock_max_mhz, (int, float)) else None
@@ -134,10 +134,13 @@ def tag_samples(
 
 
 def _after_tag(tag: dict[str, Any], busy_right_after: list[int]) -> dict[str, Any]:
-    if not busy_right_after:
+    """A tag with the outsiders found computing right after the stretch that its readings did not
+    already see during it (`foreign_right_after`); `foreign_pids` stays what the readings saw."""
+    during = tag.get("foreign_pids", [])
+    after_only = sorted(set(busy_right_after) - set(during))
+    if not after_only:
         return tag
-    pids = sorted(set(tag.get("foreign_pids", [])) | set(busy_right_after))
-    return {"foreign": True, "foreign_pids": pids, "foreign_right_after": sorted(busy_right_after)}
+    return {**tag, "foreign": True, "foreign_pids": during, "foreign_right_after": after_only}
 
 
 def _foreign_tag(near: list[dict[str, Any]]) -> dict[str, Any]:
@@ -164,8 +167,8 @@ def causes(tags: list[dict[str, Any]]) -> list[str]:
     found = sorted({reason for tag in tags for reason in tag.get("reasons") or []})
     if any(tag["low_clock"] for tag in tags):
         found.append("low SM clock")
-    after = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_right_after", [])})
-    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])} - set(after))
+    pids = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_pids", [])})
+    after = sorted({pid for tag in tags if tag.get("foreign") for pid in tag.get("foreign_right_after", [])} - set(pids))
     if pids:
         found.append(f"foreign work (pid{'s' if len(pids) > 1 else ''} {', '.join(map(str, pids))})")
     if after:

@@ -100,7 +100,7 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
     def named(process: Any) -> str:
         if not isinstance(process, dict):
             return str(process)
-        return f"{process.get('pid')}{' (right after it)' if process.get('right_after') else ''}"
+        return f"{process.get('pid')}{' (seen right after it)' if process.get('right_after') else ''}"
 
     return [f"{_target(r)}: pids {', '.join(named(p) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
             for r in records if saw_foreign_work(r)]
