@@ -36,11 +36,12 @@ def caveats(run: Run) -> list[str]:
                          + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                          f"{spread:.3f})")
     found += untagged_outliers(table)
-    from kernelkit.report.quality import foreign_targets, retimed_targets
+    from kernelkit.report.quality import foreign_targets, looked_after, retimed_targets
 
     foreign = foreign_targets(run.timings + run.cold + run.spans)
     if foreign:
-        found.append(f"Another process computed on the GPU during or right after {len(foreign)} timed targets or spans "
+        when = "during or right after" if looked_after(run.timings + run.cold + run.spans) else "during"
+        found.append(f"Another process computed on the GPU {when} {len(foreign)} timed targets or spans "
                      "(their samples are tagged disturbed): " + "; ".join(foreign))
     retimed = retimed_targets(run.timings + run.cold + run.spans)
     if retimed:

@@ -106,6 +106,12 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
             for r in records if saw_foreign_work(r)]
 
 
+def looked_after(records: list[dict[str, Any]]) -> bool:
+    """Whether the kit that wrote these records looked at the GPU after each timed stretch
+    (kernelkit.foreign.look_after): records of earlier kits have no `foreign_work.after`."""
+    return any(isinstance(r.get("foreign_work"), dict) and "after" in r["foreign_work"] for r in records)
+
+
 def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets whose samples foreign work touched and which, with waiting enabled, were taken
     again after the GPU was idle: how often, and how long the waits took."""
@@ -134,9 +140,10 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
         f"throttle reason ({', '.join(sorted(sampler.THROTTLE_REASONS))}) or an SM clock below "
         f"{settings['min_sm_clock_fraction']:g} of the maximum, or when another process computed on the GPU during it "
-        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count) "
-        "or right after it (NVML's device utilisation over a period after the timing, while the kit launched nothing "
-        "and another process held a context: NVML samples processes too seldom to show work begun in a short timing)."))
+        "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)"
+        + (" or right after it (NVML's device utilisation over a period after the timing, while the kit launched "
+           "nothing and another process held a context: NVML samples processes too seldom to show work begun in a "
+           "short timing)" if looked_after(sampled + run.spans) else "") + "."))
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
     foreign = foreign_targets(sampled + run.spans)
