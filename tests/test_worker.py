@@ -148,13 +148,14 @@ def test_the_sanitizer_children_run_in_their_own_process():
 
 
 def test_only_the_set_up_heavy_stages_are_delegated(monkeypatch):
-    """The GPU stages that run many short jobs, and the report's stages (imports are most of their
-    time); never a stage whose children run under a tool, nor the once-per-run ones."""
+    """The GPU stages that run many short jobs, the sanitizer's job (it only starts its children,
+    which run under the tool as processes of their own), and the report's stages (imports are
+    most of their time); never a command that runs under a tool itself, nor the once-per-run ones."""
     monkeypatch.setenv(worker.WORKER_VARIABLE, "1")
     assert [command for command in ("time", "span", "correctness", "control", "sanitize", "profile", "profile-call",
                                     "ceiling", "environment", "summary", "figure", "clock-figure", "report", "diff")
-            if worker.enabled(command)] == ["time", "span", "correctness", "control", "summary", "figure", "clock-figure",
-                                            "report"]
+            if worker.enabled(command)] == ["time", "span", "correctness", "control", "sanitize", "summary", "figure",
+                                            "clock-figure", "report"]
     monkeypatch.setenv(worker.WORKER_VARIABLE, "0")
     assert not worker.enabled("time")
 

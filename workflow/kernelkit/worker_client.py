@@ -26,11 +26,14 @@ PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
 IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # The stages whose jobs are many and whose cost is mostly set-up. The sanitizer's and Nsight
 # Compute's children run under their tool, so they must stay processes of their own
-# (kernelkit.tools gives them KERNELKIT_WORKER=0). The report's stages touch no GPU, but each
+# (kernelkit.tools gives them KERNELKIT_WORKER=0); the sanitizer's job itself only starts them,
+# and in the pool it starts them 0.6 s sooner, which is one target's critical path (H200: its
+# racecheck child ends last). The report's stages touch no GPU, but each
 # paid 1-1.5 s of imports (Matplotlib, pandas) of its 2 s: nine of them one after the other end
 # every `--cores 1` run (18 s of the H200 run h200-s3), and the workflow sends them to the
 # first card's pool, warm by then.
-DELEGATED = frozenset({"time", "span", "correctness", "control", "summary", "figure", "clock-figure", "report"})
+DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "summary", "figure", "clock-figure",
+                       "report"})
 # Environment that decides what a job does on which GPU: a pool serves only jobs that agree on it.
 KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
                   "SLURM_STEP_ID")

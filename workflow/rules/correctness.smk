@@ -67,7 +67,7 @@ rule sanitize:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(),
+        **card_resources(pooled=True),
     params:
         pin=pin,
         layouts=lambda wildcards: " ".join(f"--layout {name}" for name in sanitized_layouts(wildcards)),
