@@ -202,30 +202,33 @@ def test_a_repeat_with_untagged_outlying_samples_is_named():
     assert not [c for c in report.caveats(report.Run(REPO / "results" / "h200-p10")) if c.startswith("Samples of")]
 
 
-def test_a_timing_the_foreign_loop_touched_unseen_was_taken_again_and_agrees_with_its_other_repeat():
-    """h200-fq3-wait: the timing found the GPU idle while a CuPy loop set up, then sampled beside the
-    loop's first work before NVML had sampled the loop; the look after the stretch found the device
-    busy, and the stretch was taken again once the loop had ended."""
+def test_a_timing_the_foreign_loop_touched_unseen_was_taken_again_once_the_loop_had_ended():
+    """h200-fq4-wait: the timing found the GPU idle while a CuPy loop set up, then sampled beside the
+    loop's first work before NVML had sampled the loop (21x slower); the look after the stretch found
+    the device busy, and the stretch was taken again once the loop had ended. Its other repeat
+    differs by 2.7%: this 1.9 us L2-resident kernel takes one of two times per process in quiet runs
+    too (1.846 and 1.887 us in h200-fq2-wait's repeats, 1.883 and 1.928 in an earlier two-run check)."""
     from statistics import median
 
-    run = REPO / "results" / "h200-fq3-wait" / "timing" / "rmsnorm" / "16384x128" / "t256"
+    run = REPO / "results" / "h200-fq4-wait" / "timing" / "rmsnorm" / "512x128" / "t256"
     record, other = (json.loads((run / f"rep{n}.json").read_text()) for n in (1, 2))
     (set_aside,) = record["retimed_after_foreign_work"]
     assert set_aside["foreign_work"]["after"]["busy"] is True
     assert [p["readings"] for p in set_aside["foreign_work"]["processes"]] == [0]  # no per-process sample saw it
-    assert all(tag["foreign"] for tag in set_aside["sample_tags"])
+    assert all(tag["foreign"] and tag["foreign_right_after"] for tag in set_aside["sample_tags"])
     assert set_aside["then_waited"]["idle"] is True and set_aside["then_waited"]["waited_s"] > 1
-    assert median(set_aside["samples_us"]) > 2 * median(record["samples_us"])
-    assert abs(median(record["samples_us"]) / median(other["samples_us"]) - 1) < 0.01
+    assert median(set_aside["samples_us"]) > 10 * median(record["samples_us"])
+    assert abs(median(record["samples_us"]) / median(other["samples_us"]) - 1) < 0.03
     assert record["disturbed_samples"] == [] and "after" in record["foreign_work"]
-    found = report.caveats(report.Run(REPO / "results" / "h200-fq3-wait"))
+    found = report.caveats(report.Run(REPO / "results" / "h200-fq4-wait"))
     assert ("1 timed targets or spans were taken again after foreign work touched their samples; their numbers come "
             "from the stretch after the wait") in found
-    # Without waiting, every timing that saw the loop has every sample tagged, and the caveat names them.
-    nowait = report.Run(REPO / "results" / "h200-fq3-nowait")
+    # Without waiting, every timing that saw the loop has every sample tagged, one of them by the look alone.
+    nowait = report.Run(REPO / "results" / "h200-fq4-nowait")
     touched = [r for r in nowait.timings if r["foreign_work"]["processes"]]
-    assert len(touched) == 10 and all(len(r["disturbed_samples"]) == len(r["samples_us"]) for r in touched)
-    assert any(c.startswith("Another process computed on the GPU during or right after 10 timed targets")
+    assert len(touched) == 18 and all(len(r["disturbed_samples"]) == len(r["samples_us"]) for r in touched)
+    assert sum(all(p.get("right_after") for p in r["foreign_work"]["processes"]) for r in touched) == 1
+    assert any(c.startswith("Another process computed on the GPU during or right after 18 timed targets")
                for c in report.caveats(nowait))
 
 
