@@ -178,45 +178,41 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
     assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records) - 1e-6
 
 
-def _short_stretch_then_look(cp, nvml, other_pid: int) -> tuple[float, dict]:
-    """50 ms of small launches with the watcher reading, as a short timing does, then the look
-    after it, launching nothing. Skips where NVML's pids are not this process's (a container)."""
-    watcher = foreign.ProcessWatcher(nvml, since_unix_s=time.time(), members=lambda: {os.getpid()})
-    x = cp.ones((1 << 20,), dtype=cp.float32)
-    readings, end = [], time.time() + 0.05
-    while time.time() < end:
-        for _ in range(20):
-            x = x * 0.999 + 0.001
-        cp.cuda.Device().synchronize()
-        readings.append(watcher.read())
-    ended = time.time()
-    if watcher.outsiders is None:
-        pytest.skip(f"GPU test skipped: NVML's pids are not this process's here ({readings[-1]['foreign_rule']})")
-    assert other_pid in watcher.outsiders
-    return ended, foreign.look_after(watcher, ended)
+def _look_after_a_short_stretch_beside(seconds: float, after_s: float) -> tuple[int, float, dict]:
+    """Another process that computes for `seconds` from `after_s` after it is ready; beside it 50 ms
+    of small launches with the watcher reading, as a short timing does, then the look after them,
+    launching nothing. Its pid, the stretch's end and the look. Skips where NVML's pids are not this
+    process's (a container) or NVML keeps no device utilisation samples."""
+    cp, nvml = nvml_here()
+    other = start_busy(seconds, after_s=after_s)
+    try:
+        watcher = foreign.ProcessWatcher(nvml, since_unix_s=time.time(), members=lambda: {os.getpid()})
+        x = cp.ones((1 << 20,), dtype=cp.float32)
+        readings, end = [], time.time() + 0.05
+        while time.time() < end:
+            for _ in range(20):
+                x = x * 0.999 + 0.001
+            cp.cuda.Device().synchronize()
+            readings.append(watcher.read())
+        ended = time.time()
+        if watcher.outsiders is None:
+            pytest.skip(f"GPU test skipped: NVML's pids are not this process's here ({readings[-1]['foreign_rule']})")
+        assert other.pid in watcher.outsiders
+        look = foreign.look_after(watcher, ended)
+    finally:
+        other.wait(timeout=30)
+    if not look["looked"]:
+        pytest.skip(f"GPU test skipped: no device utilisation samples here ({look['reason']})")
+    return other.pid, ended, look
 
 
 def test_work_begun_inside_a_short_stretch_is_found_by_the_look_after_it():
     """The blind spot of h200-fq2-nowait: a loop that begins 20 ms into a 50 ms stretch."""
-    cp, nvml = nvml_here()
-    busy = start_busy(2.0, after_s=0.02)
-    try:
-        ended, look = _short_stretch_then_look(cp, nvml, busy.pid)
-    finally:
-        busy.wait(timeout=30)
-    if not look["looked"]:
-        pytest.skip(f"GPU test skipped: no device utilisation samples here ({look['reason']})")
-    assert look["busy"] and look["device_util_pct"] > 0 and busy.pid in look["outsiders"], look
+    pid, ended, look = _look_after_a_short_stretch_beside(2.0, after_s=0.02)
+    assert look["busy"] and look["device_util_pct"] > 0 and pid in look["outsiders"], look
     assert look["period_unix_s"][0] >= ended
 
 
 def test_an_idle_context_of_another_process_is_looked_at_and_found_idle():
-    cp, nvml = nvml_here()
-    idle = start_busy(0.0, after_s=3.0)
-    try:
-        _, look = _short_stretch_then_look(cp, nvml, idle.pid)
-    finally:
-        idle.wait(timeout=30)
-    if not look["looked"]:
-        pytest.skip(f"GPU test skipped: no device utilisation samples here ({look['reason']})")
+    _, _, look = _look_after_a_short_stretch_beside(0.0, after_s=3.0)
     assert look["busy"] is False and look["device_util_pct"] == 0, look
