@@ -115,9 +115,10 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
         assert job["pinned"] == expected, job
         assert job["resources"]["gpu"] == "1"
         assert job["resources"][f"gpu_{expected}"] == "1" and job["resources"][f"gpu_{1 - expected}"] == "0", job
-        # Jobs that run in the card's worker pool also take one of its bounded pool slots; the
-        # sanitizer's, the environment's and the ceilings' own processes do not.
-        if job["rule"] in ("timing", "span", "correctness", "negative_control"):
+        # Jobs that run in the card's worker pool (the sanitizer's only starts its tool's children
+        # there) also take one of its bounded pool slots; the environment's and the ceilings' own
+        # processes do not.
+        if job["rule"] in ("timing", "span", "correctness", "negative_control", "sanitize"):
             assert job["resources"][f"gpu_{expected}_pool"] == "1", job
             assert job["resources"][f"gpu_{1 - expected}_pool"] == "0", job
         else:
