@@ -14,7 +14,7 @@ import pytest
 
 from conftest import sampler_settings
 
-from kernelkit import foreign, gpujob, gpulock, membership, sampler
+from kernelkit import foreign, gpujob, gpulock, membership, quiet_gpu, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
 SETTINGS = sampler_settings(interval_ms=10.0)
@@ -90,7 +90,7 @@ class SimulatedDevice:
 
     def _device_util(self, end: float) -> int:
         """The share of the period before `end` in which any process computed."""
-        start, covered, reach = end - self.period_s, 0.0, end - self.period_s
+        covered, reach = 0.0, end - self.period_s
         for a, b in sorted(interval for intervals in self.busy.values() for interval in intervals):
             a, b = max(a, reach), min(b, end)
             if b > a:
@@ -260,7 +260,7 @@ def test_wait_for_idle_waits_out_the_foreign_work_and_records_the_wait():
     t0 = time.time()
     device = SimulatedDevice({SELF: [], OTHER: [(t0 - 1, t0 + 0.15)]})
     watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
-    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    waited = quiet_gpu.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
     assert waited["idle"] is True and 0.1 <= waited["waited_s"] < 1 and waited["polls"] >= 3
     assert watcher.self_busy, "the watcher judges the timing that follows as the kit computing"
 
@@ -269,7 +269,7 @@ def test_wait_for_idle_gives_up_at_the_timeout():
     t0 = time.time()
     device = SimulatedDevice({SELF: [], OTHER: [(t0 - 1, t0 + 60)]})
     watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0)
-    waited = foreign.wait_for_idle(watcher, timeout_s=0.1, poll_s=0.02)
+    waited = quiet_gpu.wait_for_idle(watcher, timeout_s=0.1, poll_s=0.02)
     assert waited["idle"] is False and waited["waited_s"] >= 0.1 and waited["last_foreign_pids"] == [OTHER]
 
 
@@ -278,7 +278,7 @@ def test_wait_for_idle_does_not_wait_on_what_it_cannot_see():
         error = "unavailable: NVML could not be used (NVMLError_LibraryNotFound)"
 
     watcher = foreign.ProcessWatcher(Blind(SimulatedDevice({})), self_pid=SELF)
-    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    waited = quiet_gpu.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
     assert waited["idle"] is None and waited["polls"] == 1 and "LibraryNotFound" in waited["reason"]
 
 
@@ -429,7 +429,7 @@ def test_an_outsider_that_begins_inside_a_short_stretch_is_found_by_the_look_aft
     else:
         pytest.fail("three times the reads ran into the next driver tick: no short stretch was made")
     assert [point["foreign_pids"] for point in trace] == [[], []]  # blind while it lasts
-    look = foreign.look_after(watcher, t0 + 0.05)
+    look = quiet_gpu.look_after(watcher, t0 + 0.05)
     assert look["looked"] and look["busy"] and look["outsiders"] == [OTHER] and look["device_util_pct"] == 100
     assert look["period_unix_s"][0] >= t0 + 0.05 and look["waited_s"] <= 2 * period + 0.1
     windows = [(t0 + 0.01, t0 + 0.02), (t0 + 0.04, t0 + 0.045)]
@@ -456,7 +456,7 @@ def test_an_idle_outsider_context_is_looked_at_and_not_blamed_and_without_one_no
     watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
     time.sleep(max(0.0, t0 + 0.05 - time.time()))
     trace = [{"t": time.time(), "sm_clock_mhz": 1980, "reasons": [], **watcher.read()}]
-    look = foreign.look_after(watcher, t0 + 0.05)
+    look = quiet_gpu.look_after(watcher, t0 + 0.05)
     assert look["looked"] and look["busy"] is False and look["outsiders"] == [OTHER]
     tags = sampler.tag_samples([(t0 + 0.04, t0 + 0.05)], trace, SETTINGS, 1980, foreign.busy_after(look))
     assert tags[0]["foreign"] is False and "foreign_right_after" not in tags[0]
@@ -466,21 +466,21 @@ def test_an_idle_outsider_context_is_looked_at_and_not_blamed_and_without_one_no
                                    self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
     alone.read()
     began = time.monotonic()
-    look = foreign.look_after(alone, time.time())
+    look = quiet_gpu.look_after(alone, time.time())
     assert look == {"looked": False, "reason": "no process but the kit's held a context"}
     assert time.monotonic() - began < 0.05
     # Members that cannot be listed: no outsider can be named, so no look.
     unknown = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: None)
     unknown.read()
-    assert foreign.look_after(unknown, time.time())["looked"] is False
+    assert quiet_gpu.look_after(unknown, time.time())["looked"] is False
 
 
 def test_device_periods_leave_out_the_drivers_repeated_samples():
     # As read on an H200: every sample stored twice, 1 ms apart, every 0.2 s.
     samples = [(1_000_000, 0), (1_001_000, 0), (1_200_000, 30), (1_201_000, 30), (1_400_000, 99), (1_401_000, 99)]
-    assert foreign.periods(samples) == [(1_000_000, 1_200_000, 30), (1_200_000, 1_400_000, 99)]
-    assert foreign.first_period_after(samples, 1_100_000) == (1_200_000, 1_400_000, 99)
-    assert foreign.first_period_after(samples, 1_300_000) is None
+    assert quiet_gpu.periods(samples) == [(1_000_000, 1_200_000, 30), (1_200_000, 1_400_000, 99)]
+    assert quiet_gpu.first_period_after(samples, 1_100_000) == (1_200_000, 1_400_000, 99)
+    assert quiet_gpu.first_period_after(samples, 1_300_000) is None
 
 
 def test_with_members_known_the_wait_for_idle_needs_an_idle_device_period_not_only_quiet_process_samples():
@@ -491,19 +491,19 @@ def test_with_members_known_the_wait_for_idle_needs_an_idle_device_period_not_on
     t0 = time.time()
     device = SimulatedDevice({SELF: [], OTHER: [(t0 - 0.01, t0 + 0.3)]}, period_s=period, one_per_tick=True)
     watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
-    waited = foreign.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
+    waited = quiet_gpu.wait_for_idle(watcher, timeout_s=5, poll_s=0.02)
     assert waited["idle"] is True and waited["waited_s"] >= 0.3 - 0.02
     assert waited["reason"] == "the device was idle over a sampling period with only other processes' contexts on it"
     idle_context = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: [], OTHER: []}, period_s=period)),
                                           self_pid=SELF, since_unix_s=time.time(), members=lambda: {SELF})
-    assert foreign.wait_for_idle(idle_context, timeout_s=5, poll_s=0.02)["idle"] is True
+    assert quiet_gpu.wait_for_idle(idle_context, timeout_s=5, poll_s=0.02)["idle"] is True
     alone = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: []}, period_s=period)), self_pid=SELF,
                                    since_unix_s=time.time(), members=lambda: {SELF})
-    waited = foreign.wait_for_idle(alone, timeout_s=5, poll_s=0.02)
+    waited = quiet_gpu.wait_for_idle(alone, timeout_s=5, poll_s=0.02)
     assert waited["idle"] is True and waited["polls"] == 1 and waited["reason"] == "no process but the kit's held a context"
     busy = foreign.ProcessWatcher(FakeNvml(SimulatedDevice({SELF: [], OTHER: [(t0, t0 + 60)]}, period_s=period)),
                                   self_pid=SELF, since_unix_s=time.time(), members=lambda: {SELF})
-    assert foreign.wait_for_idle(busy, timeout_s=0.2, poll_s=0.02)["idle"] is False
+    assert quiet_gpu.wait_for_idle(busy, timeout_s=0.2, poll_s=0.02)["idle"] is False
 
 
 def test_with_waiting_enabled_a_stretch_foreign_work_touched_is_taken_again_a_bounded_number_of_times(tmp_path, monkeypatch):
@@ -511,12 +511,12 @@ def test_with_waiting_enabled_a_stretch_foreign_work_touched_is_taken_again_a_bo
     device = SimulatedDevice({os.getpid(): []}, period_s=0.02)
     waiting = gpulock.LockSettings(wait_for_idle=True, idle_timeout_s=5, idle_poll_s=0.02)
     with gpujob.exclusive_gpu(FakeNvml(device), None, waiting, gpujob.JobClock()) as gpu:
-        assert gpu.again_after_foreign([{"foreign": False}, {"foreign": None}], {"samples_us": [1.0]}) is False
+        assert gpu.again_after_foreign([{"foreign": False}, {"foreign": None}], lambda: {"samples_us": [1.0]}) is False
         for attempt in range(gpujob.FOREIGN_RETIMES):
-            assert gpu.again_after_foreign([{"foreign": False}, {"foreign": True}], {"samples_us": [float(attempt)]})
-        assert gpu.again_after_foreign([{"foreign": True}], {"samples_us": [9.0]}) is False
+            assert gpu.again_after_foreign([{"foreign": False}, {"foreign": True}], lambda: {"samples_us": [float(attempt)]})
+        assert gpu.again_after_foreign([{"foreign": True}], lambda: {"samples_us": [9.0]}) is False
     assert [entry["samples_us"] for entry in gpu.retimed] == [[0.0], [1.0]][:gpujob.FOREIGN_RETIMES]
     assert all(entry["then_waited"]["idle"] is True for entry in gpu.retimed)
     # Without waiting, foreign work is tagged, never waited out.
     with gpujob.exclusive_gpu(FakeNvml(device), None, gpulock.LockSettings(), gpujob.JobClock()) as gpu:
-        assert gpu.again_after_foreign([{"foreign": True}], {}) is False and gpu.retimed == []
+        assert gpu.again_after_foreign([{"foreign": True}], dict) is False and gpu.retimed == []

@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import REPO, kit_env
 
-from kernelkit import foreign, gpujob, gpulock
+from kernelkit import foreign, gpujob, gpulock, quiet_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -198,7 +198,7 @@ def _look_after_a_short_stretch_beside(seconds: float, after_s: float) -> tuple[
         if watcher.outsiders is None:
             pytest.skip(f"GPU test skipped: NVML's pids are not this process's here ({readings[-1]['foreign_rule']})")
         assert other.pid in watcher.outsiders
-        look = foreign.look_after(watcher, ended)
+        look = quiet_gpu.look_after(watcher, ended)
     finally:
         other.wait(timeout=30)
     if not look["looked"]:

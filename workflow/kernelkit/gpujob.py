@@ -12,7 +12,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kernelkit import KitError
 from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work
@@ -109,26 +109,44 @@ class Exclusive:
     settings: LockSettings | None = None
     retimed: list[dict[str, Any]] = field(default_factory=list)
 
-    def look_after(self, ended_unix_s: float) -> dict[str, Any]:
-        """Whether another process computes right after a stretch (kernelkit.foreign.look_after)."""
-        from kernelkit import foreign
+    def sample(self, nvml: Any, sampler_settings: Any, measure: Callable[[], Any]) -> "Stretch":
+        """`measure` run under the clock sampler (kernelkit.sampler), between NVML snapshots, then
+        the look after it (kernelkit.quiet_gpu.look_after): one stretch of a timing or span stage."""
+        from kernelkit import quiet_gpu, sampler
 
-        return foreign.look_after(self.watcher, ended_unix_s)
+        before = nvml.snapshot()
+        with sampler.ClockSampler(nvml, sampler_settings, self.watcher) as clocks:
+            result = measure()
+        ended = time.time()
+        after = nvml.snapshot()
+        return Stretch(result, clocks.trace, before, after, quiet_gpu.look_after(self.watcher, ended))
 
-    def again_after_foreign(self, tags: list[dict[str, Any]], discarded: dict[str, Any]) -> bool:
+    def again_after_foreign(self, tags: list[dict[str, Any]], discarded: Callable[[], dict[str, Any]]) -> bool:
         """Whether to sample the stretch again: with waiting enabled, when foreign work touched
         any of its samples (`tags`), at most FOREIGN_RETIMES times. Then the stretch's record
-        (`discarded`, raw samples included) is kept in `retimed` with the wait that follows it."""
-        from kernelkit import foreign
+        (`discarded()`, raw samples included) is kept in `retimed` with the wait that follows it."""
+        from kernelkit import quiet_gpu
 
         if self.idle_wait is None or self.settings is None or len(self.retimed) >= FOREIGN_RETIMES:
             return False
         if not any(tag.get("foreign") for tag in tags):
             return False
-        wait = foreign.wait_for_idle(self.watcher, self.settings.idle_timeout_s, self.settings.idle_poll_s)
+        wait = quiet_gpu.wait_for_idle(self.watcher, self.settings.idle_timeout_s, self.settings.idle_poll_s)
         self.watcher.begin(time.time())
-        self.retimed.append({**discarded, "then_waited": wait})
+        self.retimed.append({**discarded(), "then_waited": wait})
         return True
+
+
+@dataclass
+class Stretch:
+    """One sampled stretch (Exclusive.sample): what its measurement returned, the clock trace,
+    NVML's snapshots before and after, and the look after it."""
+
+    result: Any
+    trace: list[dict[str, Any]]
+    before: dict[str, Any]
+    after: dict[str, Any]
+    look: dict[str, Any]
 
 
 @contextlib.contextmanager
@@ -164,7 +182,7 @@ def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clo
     The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
     the kit's own trailing work is never foreign; the utilisation is read before any launch.
     """
-    from kernelkit import foreign
+    from kernelkit import foreign, quiet_gpu
 
     with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit) as work:
         clock.add(work)
@@ -173,7 +191,7 @@ def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clo
         watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
                                          since_unix_s=work.acquired_unix_s, members=members)
         busy_before = foreign.device_util(nvml)
-        idle_wait = (foreign.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
+        idle_wait = (quiet_gpu.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
                      if settings.wait_for_idle else None)
         if idle_wait is not None:
             watcher.begin(time.time())  # work before this, waited out, is not in the samples

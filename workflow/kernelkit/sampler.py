@@ -108,7 +108,7 @@ def tag_samples(
     per-process utilisation).
 
     `busy_right_after`: outsiders that held a context during the stretch and computed right after
-    it (kernelkit.foreign.look_after). NVML cannot say when they began, so every sample of the
+    it (kernelkit.quiet_gpu.look_after). NVML cannot say when they began, so every sample of the
     stretch is tagged foreign, naming those the readings did not see in `foreign_right_after`.
     """
     margin = settings.interval_ms / 1000.0

@@ -144,26 +144,26 @@ def cmd_span(args: argparse.Namespace) -> int:
         cp.get_default_memory_pool().free_all_blocks()
         cp.cuda.Device().synchronize()
         with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
+            calls = {layout: impl.call for layout, impl in implementations.items()}
+
+            def measure() -> tuple[str, dict[str, Any]]:
+                switched = device.switch_contexts()  # as before every kernel-time measurement (device.OtherContext)
+                return switched, (span_samples(calls, settings.method) if layouts else {})
+
             while True:
-                before = nvml.snapshot()
-                with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-                    calls = {layout: impl.call for layout, impl in implementations.items()}
-                    switched = device.switch_contexts()  # as before every kernel-time measurement (device.OtherContext)
-                    samples = span_samples(calls, settings.method) if layouts else {}
-                ended = time.time()
-                after = nvml.snapshot()
-                look = gpu.look_after(ended)
+                stretch = gpu.sample(nvml, settings.sampler, measure)
+                switched, samples = stretch.result
                 all_tags = []
                 for layout_samples in samples.values():
                     windows = [(s["t0"], s["t1"]) for s in layout_samples]
-                    tags = sampler.tag_samples(windows, clocks.trace, settings.sampler, sm_clock_max,
-                                               foreign.busy_after(look))
+                    tags = sampler.tag_samples(windows, stretch.trace, settings.sampler, sm_clock_max,
+                                               foreign.busy_after(stretch.look))
                     all_tags += tags
                     for sample, tag in zip(layout_samples, tags):
                         sample["disturbed"] = sampler.is_disturbed(tag)
-                discarded = {"samples": samples, "clock_trace": clocks.trace,
-                             "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct, look)}
-                if not gpu.again_after_foreign(all_tags, discarded):
+                if not gpu.again_after_foreign(all_tags, lambda: {
+                        "samples": samples, "clock_trace": stretch.trace,
+                        "foreign_work": foreign.foreign_work(stretch.trace, all_tags, gpu.busy_before_pct, stretch.look)}):
                     break
     write_record(
         args.output,
@@ -182,9 +182,9 @@ def cmd_span(args: argparse.Namespace) -> int:
             },
             "skipped": skipped,
             "sampler": settings.sampler.describe(),
-            "clock_trace": clocks.trace,
-            **measured_around(spec, shape, before, after),
-            "foreign_work": foreign.foreign_work(clocks.trace, all_tags, gpu.busy_before_pct, look),
+            "clock_trace": stretch.trace,
+            **measured_around(spec, shape, stretch.before, stretch.after),
+            "foreign_work": foreign.foreign_work(stretch.trace, all_tags, gpu.busy_before_pct, stretch.look),
             "idle_wait": gpu.idle_wait,
             **({"retimed_after_foreign_work": gpu.retimed} if gpu.retimed else {}),
             "job": clock.describe(),

@@ -9,7 +9,6 @@ did not pass on the same source (checks.require_checked).
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -137,25 +136,19 @@ def cmd_time(args: argparse.Namespace) -> int:
     made: list[tuple[Any, dict[str, Any]]] = []
 
     def sample_placements() -> dict[str, Any]:
-        """One exclusive stretch: every placement's samples under the clock sampler, and the look after it."""
+        """Every placement's samples, for one exclusive stretch."""
         taken: dict[str, Any] = {"samples": [], "windows": [], "sample_placement": [], "placements": []}
-        stretch_before = nvml.snapshot()
-        with sampler.ClockSampler(nvml, settings.sampler, gpu.watcher) as clocks:
-            for index in range(settings.placements):
-                if index == len(made):
-                    implementation, _, where = placed(index)
-                    made.append((implementation, where))
-                implementation, where = made[index]
-                with clock.phase("warmup_and_samples"):
-                    got, used_here, got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
-                taken["placements"].append({**where, "method_used": used_here, "samples": len(got)})
-                taken["samples"] += got
-                taken["windows"] += got_windows
-                taken["sample_placement"] += [index] * len(got)
-        ended = time.time()
-        taken.update(trace=clocks.trace, before=stretch_before, after=nvml.snapshot(), look=gpu.look_after(ended))
-        taken["tags"] = sampler.tag_samples(taken["windows"], clocks.trace, settings.sampler, sm_clock_max,
-                                            foreign.busy_after(taken["look"]))
+        for index in range(settings.placements):
+            if index == len(made):
+                implementation, _, where = placed(index)
+                made.append((implementation, where))
+            implementation, where = made[index]
+            with clock.phase("warmup_and_samples"):
+                got, used_here, got_windows = kernel_time_samples(implementation.call, method, wait, flush, lead)
+            taken["placements"].append({**where, "method_used": used_here, "samples": len(got)})
+            taken["samples"] += got
+            taken["windows"] += got_windows
+            taken["sample_placement"] += [index] * len(got)
         return taken
 
     lock = settings.lock.with_dir(args.lock_dir)
@@ -181,15 +174,17 @@ def cmd_time(args: argparse.Namespace) -> int:
         cp.cuda.Device().synchronize()  # nothing of this process runs on while it waits for the GPU to itself
         with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
             while True:
-                taken = sample_placements()
-                discarded = {"samples_us": taken["samples"], "sample_placement": taken["sample_placement"],
-                             "sample_tags": taken["tags"], "clock_trace": taken["trace"],
-                             "foreign_work": foreign.foreign_work(taken["trace"], taken["tags"], gpu.busy_before_pct,
-                                                                  taken["look"])}
-                if not gpu.again_after_foreign(taken["tags"], discarded):
+                stretch = gpu.sample(nvml, settings.sampler, sample_placements)
+                taken = stretch.result
+                tags = sampler.tag_samples(taken["windows"], stretch.trace, settings.sampler, sm_clock_max,
+                                           foreign.busy_after(stretch.look))
+                if not gpu.again_after_foreign(tags, lambda: {
+                        "samples_us": taken["samples"], "sample_placement": taken["sample_placement"],
+                        "sample_tags": tags, "clock_trace": stretch.trace,
+                        "foreign_work": foreign.foreign_work(stretch.trace, tags, gpu.busy_before_pct, stretch.look)}):
                     break
     implementation = made[-1][0]
-    samples, tags, placements = taken["samples"], taken["tags"], taken["placements"]
+    samples, placements = taken["samples"], taken["placements"]
     used = dict(placements[0]["method_used"])
     if flush is not None:
         used["flush"] = flush.describe()
@@ -207,11 +202,11 @@ def cmd_time(args: argparse.Namespace) -> int:
             "sampler": settings.sampler.describe(),
             "sample_tags": tags,
             "disturbed_samples": sampler.disturbed(tags),
-            "clock_trace": taken["trace"],
+            "clock_trace": stretch.trace,
             "verified": verified,
             **implementation.record,
-            **measured_around(spec, shape, taken["before"], taken["after"]),
-            "foreign_work": foreign.foreign_work(taken["trace"], tags, gpu.busy_before_pct, taken["look"]),
+            **measured_around(spec, shape, stretch.before, stretch.after),
+            "foreign_work": foreign.foreign_work(stretch.trace, tags, gpu.busy_before_pct, stretch.look),
             "idle_wait": gpu.idle_wait,
             # Only where it happened: stretches that foreign work touched, taken again after a wait.
             **({"retimed_after_foreign_work": gpu.retimed} if gpu.retimed else {}),
@@ -220,7 +215,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     )
     print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
           f"{summarize(samples).median:.3f} us over {len(samples)} samples ({used['name']}, "
-          f"{used['launches_per_sample']} calls per sample); {len(taken['trace'])} clock readings, "
+          f"{used['launches_per_sample']} calls per sample); {len(stretch.trace)} clock readings, "
           f"{len(sampler.disturbed(tags))} samples disturbed"
           + (f"; taken again {len(gpu.retimed)}x after foreign work" if gpu.retimed else ""))
     return 0

@@ -108,7 +108,7 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
 
 def looked_after(records: list[dict[str, Any]]) -> bool:
     """Whether the kit that wrote these records looked at the GPU after each timed stretch
-    (kernelkit.foreign.look_after): records of earlier kits have no `foreign_work.after`."""
+    (kernelkit.quiet_gpu.look_after): records of earlier kits have no `foreign_work.after`."""
     return any(isinstance(r.get("foreign_work"), dict) and "after" in r["foreign_work"] for r in records)
 
 
