@@ -230,6 +230,13 @@ def test_a_timing_the_foreign_loop_touched_unseen_was_taken_again_once_the_loop_
     assert sum(all(p.get("right_after") for p in r["foreign_work"]["processes"]) for r in touched) == 1
     assert any(c.startswith("Another process computed on the GPU during or right after 18 timed targets")
                for c in report.caveats(nowait))
+    # The first screen says so before its answers; a quiet run's does not.
+    from kernelkit.report.answers import foreign_work_warning
+
+    assert foreign_work_warning(nowait) == (
+        "Another process computed on the GPU during or right after 18 of 20 timed targets, whose samples are tagged "
+        "disturbed (Caveats names them): the answers below include their numbers.")
+    assert foreign_work_warning(report.Run(REPO / "results" / "h200-fq4-wait")) is None
 
 
 def test_snakemakes_own_report_lists_the_marked_results(tmp_path):

@@ -177,9 +177,26 @@ def _across_cards(run: Run, kernel: str) -> str:
     return f"; compares cards on {', '.join(mixed)} (timings from several cards)" if mixed else ""
 
 
+def foreign_work_warning(run: Run) -> str | None:
+    """The first screen's warning where another process computed on the GPU beside timed targets:
+    the answers below are computed from their samples too."""
+    from kernelkit.report.quality import foreign_targets, looked_after
+
+    timed = run.timings + run.cold
+    touched = foreign_targets(timed)
+    if not touched:
+        return None
+    when = "during or right after" if looked_after(timed) else "during"
+    return (f"Another process computed on the GPU {when} {len(touched)} of {len(timed)} timed targets, whose "
+            "samples are tagged disturbed (Caveats names them): the answers below include their numbers.")
+
+
 def section_answers(run: Run) -> doc.Section:
     answers = hypothesis_answers(run)
     blocks: list[doc.Block] = []
+    warning = foreign_work_warning(run)
+    if warning:
+        blocks.append(doc.Paragraph(warning))
     if answers:
         blocks.append(doc.Table(["Hypothesis", "Verdict per repeat", "Shapes", "Counter-examples"],
                                 hypothesis_rows(run, answers)))
