@@ -15,7 +15,7 @@ import pytest
 
 from conftest import default_config
 
-from kernelkit import spec as specs, verify
+from kernelkit import device, spec as specs, verify
 from kernelkit.cli import main
 from kernelkit.records import read_json
 
@@ -159,3 +159,7 @@ def test_sanitizer_runs_only_the_chosen_cases_and_is_clean_on_the_real_kernels(t
             record = read_json(output)
             assert len(record["cases"]) == len(spec.sanitizer_shapes_used())
             assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
+            # Every case launched under each tool, and the binary checked is the one a timing loads.
+            assert {tool: result["launches"] for tool, result in record["tools"].items()} == {
+                "memcheck": len(record["cases"]), "racecheck": len(record["cases"])}
+            assert record["binaries"] == {layout: device.compile_layout(spec, layout).binary_sha256}

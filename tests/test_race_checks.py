@@ -409,13 +409,16 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     import stat
     import sys
 
+    from kernelkit import binaries, device
+
     intervals = tmp_path / "intervals"
     stand_in = tmp_path / "compute-sanitizer"
+    # The stand-in reads which layouts the child would launch from the plan it was given.
     stand_in.write_text(
         f"#!{sys.executable}\n"
-        "import sys, time\n"
+        "import json, sys, time\n"
         "arguments = sys.argv[1:]\n"
-        "layouts = [arguments[i + 1] for i, word in enumerate(arguments) if word == '--layout']\n"
+        "layouts = list(json.load(open(arguments[-1] + '/plan.json'))['binaries'])\n"
         "tool = arguments[arguments.index('--tool') + 1]\n"
         "start = time.time(); time.sleep(0.6)\n"
         f"open({str(intervals)!r}, 'a').write(f'{{tool}} {{\"+\".join(layouts)}} {{start}} {{time.time()}}\\n')\n"
@@ -425,6 +428,10 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     )
     stand_in.chmod(stand_in.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    # No NVRTC and no GPU here: each build's "binary" is its options' text, and no lock is shared.
+    monkeypatch.setattr(device, "compile_binary", lambda source, options: binaries.store(
+        "fake-" + "-".join(options).replace("=", "_"), binaries.ELF_MAGIC + " ".join(options).encode(), options, tmp_path))
+    monkeypatch.setattr(tools, "_child_lock", lambda lock_dir: None)
 
     def spans() -> list[tuple[str, float, float]]:
         rows = [line.split() for line in intervals.read_text().splitlines()]

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from kernelkit import KitError
+from kernelkit import KitError, binaries
 from kernelkit.spec import KernelSpec, Shape
 
 
@@ -145,23 +145,44 @@ class CompiledKernel:
     source_sha256: str
     compile_options: tuple[str, ...]
     attributes: dict[str, int]
+    # The bytes that ran (kernelkit.binaries): their SHA-256, and where they lie.
+    binary_sha256: str = ""
+    binary_path: str = ""
+
+
+def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
+    """The build's binary from the kit's cache, compiled with NVRTC (through CuPy, as its RawKernel
+    does) when missing. CPU work: NVRTC needs no context."""
+    cp = cupy()
+    from cupy.cuda import compiler
+
+    # CuPy picks the target from these two: the device's architecture, capped by what NVRTC targets.
+    arch = cp.cuda.Device().compute_capability
+    nvrtc_version = ".".join(str(part) for part in cp.cuda.nvrtc.getVersion())
+    key = binaries.cache_key(source, options, str(arch), nvrtc_version, cp.__version__)
+    found = binaries.cached(key, options)
+    if found is not None:
+        return found
+    compiled = compiler.compile_using_nvrtc(source, options)
+    return binaries.store(key, compiled[0] if isinstance(compiled, tuple) else compiled, options)
 
 
 def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | None = None,
                    options: tuple[str, ...] | None = None) -> CompiledKernel:
-    """Compile one function (default: the spec's entry) of the spec's source with NVRTC,
-    applying a negative-control mutation if named; `options` default to the spec's."""
+    """One function (default: the spec's entry) of the spec's source, a negative-control mutation
+    applied if named, compiled (kernelkit.binaries) and loaded; `options` default to the spec's."""
     cp = cupy()
-    source = spec.source_text(mutation)
     options = tuple(spec.compile_options) if options is None else tuple(options)
-    function = cp.RawKernel(source, entry or spec.entry, options=options)
-    # Reading the attributes compiles and loads the kernel now, outside any timed interval.
+    binary = compile_binary(spec.source_text(mutation), binaries.build_options(options))
+    # CuPy keeps one module per path and device, as it kept one per source for RawKernel.
+    function = cp.RawModule(path=str(binary.path)).get_function(entry or spec.entry)
+    # Reading the attributes loads the kernel now, outside any timed interval.
     attributes = {
         name: int(value)
         for name, value in function.attributes.items()
         if isinstance(value, (int, np.integer))
     }
-    return CompiledKernel(function, spec.source_sha256(mutation), options, attributes)
+    return CompiledKernel(function, spec.source_sha256(mutation), options, attributes, binary.sha256, str(binary.path))
 
 
 def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
@@ -259,6 +280,7 @@ def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping
             "kernel_attributes": kernel.attributes,
             "source_sha256": kernel.source_sha256,
             "compile_options": list(kernel.compile_options),
+            "binary_sha256": kernel.binary_sha256,
         },
         out,
     )

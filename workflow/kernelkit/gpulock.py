@@ -84,11 +84,13 @@ LOCK_KEYS = ("enabled", "wait_for_idle", "idle_timeout_s", "idle_poll_s")
 class LockSettings:
     """The `gpu_lock` section of the config; the defaults are the schema's."""
 
-    enabled: bool = _schema_default("enabled")
-    dir: str | None = _schema_default("dir")
-    wait_for_idle: bool = _schema_default("wait_for_idle")
-    idle_timeout_s: float = _schema_default("idle_timeout_s")
-    idle_poll_s: float = _schema_default("idle_poll_s")
+    # Read when a default is needed, not at import: a process that names every field (the
+    # sanitizer's child, kernelkit.driver_launch) then never imports the config and NumPy.
+    enabled: bool = field(default_factory=lambda: _schema_default("enabled"))
+    dir: str | None = field(default_factory=lambda: _schema_default("dir"))
+    wait_for_idle: bool = field(default_factory=lambda: _schema_default("wait_for_idle"))
+    idle_timeout_s: float = field(default_factory=lambda: _schema_default("idle_timeout_s"))
+    idle_poll_s: float = field(default_factory=lambda: _schema_default("idle_poll_s"))
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None, lock_dir: str | None = None) -> "LockSettings":

@@ -1,15 +1,18 @@
 """NVIDIA tools, used when present: compute-sanitizer on a few correctness cases (gating timing), and
 Nsight Compute counters for one warmed call of a timed configuration.
 
-Each runs the kit's own command line in a child process under the tool, so what is checked
-or counted is exactly what the workflow runs. A missing tool, a device it does not support
-or a refusal (no access to performance counters) is recorded as skipped with the tool's own
-words; parsing the tools' output is plain text work, tested on the CPU.
+Each runs a child process under the tool, so what is checked or counted is exactly what the
+workflow runs: compute-sanitizer a launch plan of the very binaries the timing loads
+(kernelkit.launch_plan, run by kernelkit.driver_launch), Nsight Compute the kit's own command line.
+A missing tool, a device it does not support or a refusal (no access to performance counters) is
+recorded as skipped with the tool's own words; parsing the tools' output is plain text work,
+tested on the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import os
@@ -17,12 +20,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from kernelkit import KitError, environment, spec as specs
+from kernelkit.driver_launch import LAUNCHED
 from kernelkit.records import write_record
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
@@ -73,17 +78,42 @@ def sanitizer_errors(output: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-# The sanitizer checks memory and races, not arithmetic again: one launch per case is enough.
-ONE_LAUNCH = '{"checks": {"determinism_runs": 1}}'
+def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
+    """The few cases compute-sanitizer runs (spec.KernelSpec.sanitizer_shapes_used): the values a
+    pattern gives change no code path of these kernels, so one pattern, `normal`."""
+    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
-def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control: str | None, timeout_s: float,
-              lock_dir: str | None = None) -> dict[str, Any]:
-    """One sanitizer tool over the sanitizer cases (KernelSpec.sanitizer_shapes_used) of the layouts,
-    one after the other in one child; the child takes the GPU lock itself, in `lock_dir` when given."""
-    program = _kit("correctness", "--kernel", kernel, *(part for layout in layouts for part in ("--layout", layout)),
-                   "--sanitizer-cases", "--settings", ONE_LAUNCH,
-                   *(("--control", control) if control else ()), *(("--lock-dir", lock_dir) if lock_dir else ()))
+def _child_lock(lock_dir: str | None) -> dict[str, Any]:
+    """The GPU lock a sanitizer child shares (kernelkit.driver_launch): this GPU's key and the lock
+    settings, the directory given or the default."""
+    from dataclasses import asdict
+
+    from kernelkit import device, gpujob
+    from kernelkit.gpulock import LockSettings
+
+    bus_id = device.cupy().cuda.Device().pci_bus_id
+    return {"key": gpujob.gpu_key(environment.Nvml(bus_id), bus_id), "settings": asdict(LockSettings().with_dir(lock_dir))}
+
+
+@contextlib.contextmanager
+def launch_plan(spec: Any, layouts: Sequence[str], mutation: str | None = None,
+                lock_dir: str | None = None) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A temporary plan of the layouts' sanitizer cases (kernelkit.launch_plan) and each layout's
+    binary SHA-256; the plan is deleted after the body."""
+    from kernelkit.launch_plan import write_plan
+
+    with tempfile.TemporaryDirectory(prefix="kernelkit-plan-") as folder:
+        plan = Path(folder)
+        shas = write_plan(spec, layouts, sanitizer_cases(spec), plan, mutation, _child_lock(lock_dir))
+        yield plan, shas
+
+
+def _run_tool(exe: str, tool: str, plan: Path, timeout_s: float) -> dict[str, Any]:
+    """One sanitizer tool over a launch plan in one child (kernelkit.driver_launch), which shares
+    the GPU lock itself."""
+    # -S: the child needs the standard library and this package only (its path comes from the environment).
+    program = [sys.executable, "-S", "-m", "kernelkit.driver_launch", str(plan)]
     started = time.monotonic()
     try:
         done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
@@ -93,22 +123,17 @@ def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control:
         return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
     output = done.stdout + done.stderr
     errors = sanitizer_errors(output)
-    # The child's wall time: tool, Python, CuPy and context start included (a job's critical path).
+    # The child's wall time: tool, Python and context start included (a job's critical path).
     return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
+            "launches": sum(1 for line in done.stdout.splitlines() if line.startswith(LAUNCHED)),
             "status": "ran" if errors is not None else "did not run to its summary"}
-
-
-def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
-    """The few cases compute-sanitizer runs (spec.KernelSpec.sanitizer_shapes_used): the values a
-    pattern gives change no code path of these kernels, so one pattern, `normal`."""
-    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
 def _at_once(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each named tool run (a callable) in a thread of its own, their children running side by side.
-    Why: each child spends seconds starting the tool, Python and CuPy, and little on the GPU (H200,
-    one target from scratch: the `barrier` control's two racecheck children one after the other
-    were 6.7 of its 14.3 s). Each child shares the GPU lock itself, as it did one at a time."""
+    Why: each child spends most of its time starting the tool, Python and a context, and little on
+    the GPU (H200, one target from scratch: the `barrier` control's two racecheck children one after
+    the other were 6.7 of its 14.3 s). Each child shares the GPU lock itself, as it did one at a time."""
     if len(runs) <= 1:
         return {name: run() for name, run in runs.items()}
     with ThreadPoolExecutor(max_workers=len(runs)) as pool:
@@ -117,7 +142,8 @@ def _at_once(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dict[str, Any]:
-    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped.
+    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped; `binaries`:
+    the SHA-256 of each layout's binary, the one its timing loads.
 
     All layouts run in one child per tool. Why: every child is a process with a CUDA context of
     its own, and a host creates contexts one at a time (two H200s: one in 0.13 s, thirty at once
@@ -128,15 +154,17 @@ def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dic
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}
+    spec = specs.load(kernel)
 
-    def both_tools(chosen: Sequence[str]) -> dict[str, Any]:
-        return {"tools": _at_once({tool: lambda tool=tool: _run_tool(exe, tool, kernel, chosen, None, timeout_s)
-                                   for tool in SANITIZER_TOOLS})}
+    def both_tools(chosen: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+        with launch_plan(spec, chosen) as (plan, shas):
+            return {"tools": _at_once({tool: lambda tool=tool: _run_tool(exe, tool, plan, timeout_s)
+                                       for tool in SANITIZER_TOOLS})}, shas
 
-    record = both_tools(layouts)
+    record, shas = both_tools(layouts)
     if findings(record) and len(layouts) > 1:
-        record["by_layout"] = {layout: both_tools([layout]) for layout in layouts}
-    return record
+        record["by_layout"] = {layout: both_tools([layout])[0] for layout in layouts}
+    return {**record, "binaries": shas}
 
 
 def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900,
@@ -144,15 +172,17 @@ def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: 
     """racecheck over a negative control's mutated build of the layouts, one after the other in one
     child: `layouts`, and `hazards` (errors + warnings) for them all, or `skipped`.
 
-    One child, not one per layout. Why: each child pays the tool's, Python's and CuPy's start and a
-    CUDA context, which a host creates one at a time. On an H200 (2026-12-01) rmsnorm's `barrier`
+    One child, not one per layout. Why: each child pays the tool's and Python's start and a CUDA
+    context, which a host creates one at a time. On an H200 (2026-12-01) rmsnorm's `barrier`
     mutation took 2.06-2.11 s under racecheck for one layout, 2.09 s for its three layouts in one
-    child, and 2.63 s as three children at once. The control needs to know that racecheck sees
-    the race, not in which layout (the sanitizer job says that for the unmutated layouts)."""
+    child, and 2.63 s as three children at once (children that imported CuPy). The control needs
+    to know that racecheck sees the race, not in which layout (the sanitizer job says that for
+    the unmutated layouts)."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
-    result = _run_tool(exe, "racecheck", kernel, layouts, control, timeout_s, lock_dir)
+    with launch_plan(specs.load(kernel), layouts, control, lock_dir) as (plan, _):
+        result = _run_tool(exe, "racecheck", plan, timeout_s)
     return {"layouts": layouts, **result, "hazards": result["errors"]}
 
 

@@ -1,0 +1,88 @@
+"""Kernel binaries: each hand-written build is compiled once per machine to a cubin kept on disk,
+and every process that runs the build loads those very bytes: correctness, timing, spans, and the
+compute-sanitizer children, which run it without CuPy (kernelkit.driver_launch).
+
+Why the kit keeps them and not CuPy's RawKernel: the sanitizer must check the binary that is
+timed, not a second compilation of the same source, and a child that imports CuPy under
+compute-sanitizer took 2.22-2.63 s on an H200 (2026-12-01), one that only calls the driver
+1.05-1.26 s; those children are on the critical path of every timed target. Records carry the
+binary's SHA-256, so a run says exactly what ran and a diff can tell a new build from the same one.
+
+The options are the spec's and the layout's, then KIT_OPTIONS: `-ftz=true`, which CuPy's RawKernel
+added to every build, so the binaries are those of runs made before the kit compiled them itself.
+The key of a binary holds everything that changes the bytes: source, options, target architecture,
+the NVRTC and CuPy versions (CuPy adds its own options, such as `-arch=sm_90`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from kernelkit.records import write_bytes_atomic
+
+KIT_OPTIONS = ("-ftz=true",)
+CACHE_VARIABLE = "KERNELKIT_BINARY_CACHE"
+ELF_MAGIC = b"\x7fELF"
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A compiled build on disk: a cubin, or PTX where NVRTC cannot target the GPU's architecture."""
+
+    path: Path
+    sha256: str
+    options: tuple[str, ...]
+
+
+def cache_dir() -> Path:
+    """KERNELKIT_BINARY_CACHE, else kernelkit/binaries under XDG_CACHE_HOME (default ~/.cache)."""
+    chosen = os.environ.get(CACHE_VARIABLE)
+    if chosen:
+        return Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kernelkit" / "binaries"
+
+
+def build_options(options: Sequence[str]) -> tuple[str, ...]:
+    """The options a build is compiled with: the given ones, then the kit's own not already among them."""
+    return (*options, *(option for option in KIT_OPTIONS if option not in options))
+
+
+def cache_key(source: str, options: Sequence[str], arch: str, nvrtc_version: str, cupy_version: str) -> str:
+    """The name of a build's binary in the cache: a hash of everything its bytes depend on."""
+    described = json.dumps({"source": source, "options": list(options), "arch": arch, "nvrtc": nvrtc_version,
+                            "cupy": cupy_version}, sort_keys=True)
+    return hashlib.sha256(described.encode("utf-8")).hexdigest()
+
+
+def suffix_of(data: bytes) -> str:
+    return ".cubin" if data.startswith(ELF_MAGIC) else ".ptx"
+
+
+def cached(key: str, options: Sequence[str], directory: Path | None = None) -> Binary | None:
+    """The binary stored under `key`, or None."""
+    folder = directory or cache_dir()
+    for suffix in (".cubin", ".ptx"):
+        path = folder / f"{key}{suffix}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        return Binary(path, hashlib.sha256(data).hexdigest(), tuple(options))
+    return None
+
+
+def store(key: str, data: bytes | str, options: Sequence[str], directory: Path | None = None) -> Binary:
+    """Keep a compiled build under `key`, written atomically: two processes compiling the same build
+    at once both write whole files, and the second rename leaves the same bytes."""
+    data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if not data.startswith(ELF_MAGIC) and not data.endswith(b"\0"):
+        data += b"\0"  # the driver reads PTX as a C string
+    path = (directory or cache_dir()) / f"{key}{suffix_of(data)}"
+    write_bytes_atomic(path, data)
+    return Binary(path, hashlib.sha256(data).hexdigest(), tuple(options))
