@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,10 +156,12 @@ class Session:
 
 
 def run_launches(session: Session, plan: dict[str, Any], directory: Path) -> None:
-    """Every launch of the plan, one after the other, each waited for; prints one line per launch."""
+    """Every launch of the plan, one after the other, each waited for; prints one line per launch
+    with the milliseconds it took under the tool (module load included for a module's first)."""
     buffers = {name: session.upload((directory / buffer["file"]).read_bytes())
                for name, buffer in plan.get("buffers", {}).items()}
     for launch in plan["launches"]:
+        began = time.monotonic()
         values: list[ctypes._SimpleCData] = []
         for argument in launch["arguments"]:
             if "buffer" in argument:
@@ -169,7 +172,7 @@ def run_launches(session: Session, plan: dict[str, Any], directory: Path) -> Non
                 values.append(scalar(argument["scalar"], argument["value"]))
         function = session.function(plan["binaries"][launch["binary"]], launch["entry"])
         session.launch(function, launch["grid"], launch["block"], launch.get("shared_mem", 0), values)
-        print(f"{LAUNCHED}{launch['label']}", flush=True)
+        print(f"{LAUNCHED}{launch['label']} in {1000 * (time.monotonic() - began):.1f} ms", flush=True)
 
 
 def run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
@@ -182,7 +185,9 @@ def run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
     lock = plan.get("lock")
     with (gpulock.gpu_work(lock["key"], gpulock.LockSettings(**lock["settings"]), mode=gpulock.SHARED)
           if lock else contextlib.nullcontext()):
+        began = time.monotonic()
         session = Session(driver)
+        print(f"context ready in {1000 * (time.monotonic() - began):.1f} ms", flush=True)
         try:
             run_launches(session, plan, directory)
         finally:
