@@ -127,15 +127,15 @@ def test_the_pool_ends_when_idle_and_a_later_job_starts_another(tmp_path, pool_e
     assert json.loads(output.read_text())["job"]["worker"]["job_number"] == 1
 
 
-def test_pools_are_keyed_by_what_decides_the_gpu_and_the_lock():
+def test_pools_are_keyed_by_what_decides_the_gpu_the_lock_and_the_pool_size():
     base = {"PATH": "/usr/bin"}
     with pytest.MonkeyPatch.context() as patch:
         names = []
         for extra in ({}, {"CUDA_VISIBLE_DEVICES": "1"}, {"KERNELKIT_LOCK_DIR": "/elsewhere"},
-                      {"SLURM_JOB_ID": "42"}):
+                      {"SLURM_JOB_ID": "42"}, {worker.PROCESSES_VARIABLE: "8"}):
             patch.setattr(worker.os, "environ", {**base, **extra})
             names.append(worker.pool_address())
-        patch.setattr(worker.os, "environ", {**base, worker.PROCESSES_VARIABLE: "8", worker.IDLE_VARIABLE: "5"})
+        patch.setattr(worker.os, "environ", {**base, worker.IDLE_VARIABLE: "5"})
         unkeyed = worker.pool_address()
     assert len(set(names)) == len(names)
     assert unkeyed == names[0]

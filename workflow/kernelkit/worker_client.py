@@ -34,10 +34,14 @@ IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # first card's pool, warm by then.
 DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "summary", "figure", "clock-figure",
                        "report"})
-# Environment that decides what a job does on which GPU: a pool serves only jobs that agree on it.
+# Environment that decides what a job does on which GPU, and how many processes share its work
+# (KERNELKIT_WORKER_PROCESSES): a pool serves only jobs that agree on it. Why the size: a
+# `--cores 1` run started within `idle_exit_s` of a parallel one otherwise took the parallel run's
+# pool of eight, and its library layouts imported Torch in six processes instead of one (H200
+# run of 2026-12-01: 197.7 s, against 174.9 s alone).
 KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
                   "SLURM_STEP_ID")
-UNKEYED = frozenset({WORKER_VARIABLE, PROCESSES_VARIABLE, IDLE_VARIABLE})
+UNKEYED = frozenset({WORKER_VARIABLE, IDLE_VARIABLE})
 START_TIMEOUT_S = 60.0
 CONNECT_RETRY_S = 0.05
 DEFAULT_IDLE_EXIT_S = 30.0
