@@ -92,6 +92,18 @@ def test_jobs_run_one_after_another_in_the_same_worker_with_their_own_clock(tmp_
     assert began - 1 < jobs[0]["started_unix_s"] < jobs[0]["ended_unix_s"]
 
 
+def test_two_repeats_of_a_target_run_in_two_processes_even_with_pools_of_one_worker(tmp_path, pool_env):
+    pool_env = {**pool_env, "KERNELKIT_WORKER_PROCESSES": "1"}
+    argv, _ = _skipped_timing(tmp_path, "rep")
+    pids = {}
+    for name, repeat in (("first", "1"), ("second", "2"), ("again", "1")):
+        output = tmp_path / f"{name}.json"
+        done = _kit([*argv[:argv.index("--repeat") + 1], repeat, *argv[argv.index("--repeat") + 2:-1], str(output)], pool_env)
+        assert done.returncode == 0, done.stderr
+        pids[name] = json.loads(output.read_text())["job"]["worker"]["pid"]
+    assert pids["first"] == pids["again"] != pids["second"]
+
+
 def test_a_job_in_its_own_process_names_no_worker(tmp_path, pool_env):
     argv, output = _skipped_timing(tmp_path, "own")
     done = _kit(argv, {**pool_env, "KERNELKIT_WORKER": "0"})
@@ -139,6 +151,18 @@ def test_pools_are_keyed_by_what_decides_the_gpu_the_lock_and_the_pool_size():
         unkeyed = worker.pool_address()
     assert len(set(names)) == len(names)
     assert unkeyed == names[0]
+
+
+def test_each_repeat_beyond_the_first_has_a_pool_of_its_own():
+    """Repeats are processes of their own (the diff resamples them as such): repeat 1 shares the
+    checks' pool, every later repeat of a timing or span has its own, whatever the argument spelling."""
+    checks = worker.pool_address(["correctness", "--kernel", "rmsnorm"])
+    first = worker.pool_address(["time", "--kernel", "rmsnorm", "--repeat", "1"])
+    second = worker.pool_address(["time", "--kernel", "rmsnorm", "--repeat", "2", "--order-key", "3"])
+    assert checks == first == worker.pool_address() and second != first
+    assert worker.pool_address(["span", "--repeat=2"]) == second == worker.pool_address(["time", "--repeat", "2"])
+    assert worker.pool_address(["time", "--repeat", "3"]) not in (first, second)
+    assert worker.repeat_of(["time", "--repeat", "x"]) is None and worker.repeat_of(["report", "--repeat", "2"]) is None
 
 
 def test_the_sanitizer_children_run_in_their_own_process():

@@ -41,7 +41,8 @@ import time
 from typing import Any, Iterator
 
 from kernelkit import membership
-from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, PROCESSES_VARIABLE, read_line
+from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
+                                     read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -193,11 +194,20 @@ def retire() -> None:
     os._exit(0)
 
 
-def pool_size() -> int:
+def _count(variable: str) -> int:
     try:
-        return max(1, int(os.environ.get(PROCESSES_VARIABLE, "1")))
+        return max(1, int(os.environ.get(variable, "1")))
     except ValueError:
         return 1
+
+
+def pool_size() -> int:
+    return _count(PROCESSES_VARIABLE)
+
+
+def pools_per_gpu() -> int:
+    """How many pools of this size a GPU may have at once: one per repeat (kernelkit.worker_client.REPEATED)."""
+    return _count(POOLS_VARIABLE)
 
 
 def idle_exit_s() -> float:
@@ -225,7 +235,7 @@ def pool_main() -> None:
     import kernelkit.cli  # noqa: F401
     from kernelkit import inputs
 
-    inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size()))
+    inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
     serve(listener, idle_exit_s())

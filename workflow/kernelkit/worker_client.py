@@ -23,6 +23,8 @@ from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 
 WORKER_VARIABLE = "KERNELKIT_WORKER"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
+# How many pools a GPU may have at once (one per repeat, REPEATED): they share the host's memory.
+POOLS_VARIABLE = "KERNELKIT_WORKER_POOLS"
 IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # The stages whose jobs are many and whose cost is mostly set-up. The sanitizer's and Nsight
 # Compute's children run under their tool, so they must stay processes of their own
@@ -63,9 +65,40 @@ def _kit_fingerprint() -> str:
     return digest.hexdigest()[:24]
 
 
-def pool_address() -> str:
-    """The abstract socket name of the pool this process's jobs belong to (see the module's docstring)."""
-    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}"
+# Commands whose `--repeat N` names a repeat of the run. A repeat is a process of its own: the
+# diff resamples repeats as processes, because a process can land where a kernel runs slower for
+# its whole life (kernelkit.stats.verdict). So repeat N > 1 runs in a pool of its own, and
+# repeat 1 in the pool of the checks. Why: with one pool, a `--cores 1` run timed both repeats of
+# every target in its one worker, and a parallel run often did too; rmsnorm 512x8193 t256 then
+# took 16.02 us in both repeats of one run and 15.27/14.95 us in the other's one worker, and the
+# diff of the two runs (H200, 2026-12-01, h200-s9 against h200-p13) called it FASTER.
+REPEATED = frozenset({"time", "span"})
+
+
+def repeat_of(argv: Sequence[str]) -> int | None:
+    """The repeat a command's arguments name, or None (not a repeated stage, or no number)."""
+    if not argv or argv[0] not in REPEATED:
+        return None
+    for index, word in enumerate(argv):
+        if word == "--repeat" and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif word.startswith("--repeat="):
+            value = word.split("=", 1)[1]
+        else:
+            continue
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def pool_address(argv: Sequence[str] = ()) -> str:
+    """The abstract socket name of the pool the job with these arguments belongs to (see the
+    module's docstring): one per repeat beyond the first (REPEATED)."""
+    repeat = repeat_of(argv)
+    suffix = f"-repeat{repeat}" if repeat is not None and repeat > 1 else ""
+    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}{suffix}"
 
 
 def enabled(command: str | None) -> bool:
@@ -137,7 +170,7 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     this command is not delegated, or no pool started in time (the caller then runs it itself)."""
     if not argv or not enabled(argv[0]):
         return None
-    address = pool_address()
+    address = pool_address(argv)
     request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
                "client_pid": os.getpid()}
     deadline = time.monotonic() + START_TIMEOUT_S

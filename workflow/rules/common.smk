@@ -23,7 +23,7 @@ from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 from kernelkit.worker import pool_size as worker_pool_size
-from kernelkit.worker_client import IDLE_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 
 
 def refuse(sentence):
@@ -82,6 +82,8 @@ if config["gpu_lock"]["dir"]:
 os.environ.setdefault(WORKER_VARIABLE, "1" if config["worker"]["enabled"] else "0")
 os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or min(run_cores(), 8)))
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
+# One pool per repeat (kernelkit.worker_client.REPEATED), sharing the host's memory.
+os.environ.setdefault(POOLS_VARIABLE, str(config["timing"]["repeats"]))
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 # Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed
