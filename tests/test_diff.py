@@ -105,7 +105,8 @@ def test_diff_documents_say_which_statistics_were_used(tmp_path):
     md, html = tmp_path / "diff.md", tmp_path / "diff.html"
     assert main(["diff", str(RUN_A), str(RUN_B), "--markdown", str(md), "--html", str(html)]) == 0
     text = md.read_text()
-    assert "percentile bootstrap that resamples processes (repeats) and then samples" in text
+    assert ("percentile bootstrap that resamples processes (repeats; repeats that one worker process ran count as one) "
+            "and then samples") in text
     assert "Bonferroni" in text
     timings = text.split("## Timings")[1].split("## ")[0]
     assert timings.count("| rmsnorm |") == sum(kernel == "rmsnorm" for kernel, _, _ in configurations(RUN_A)) > 0
@@ -278,6 +279,24 @@ def test_committed_diffs_load_and_their_verdicts_are_what_the_runs_give(pair):
     committed = (REPO / "reports" / "diff" / pair / "diff.md").read_text()
     counts = ", ".join(f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS"))
     assert f"{len(result.comparisons)} configurations timed in both: {counts}." in committed
+
+
+def test_repeats_one_worker_ran_are_one_process_and_claim_no_change():
+    """h200-s9 (`--cores 1`: one worker timed both repeats of every target) against h200-p13, one
+    kit: rmsnorm 512x8193 t256 took 16.02 us in both repeats of A's worker and 15.27/14.95 us in
+    B's one worker. Its interval lies below 0.98, and as two processes a side it was FASTER; as the
+    one process a side it is, no change is claimed, and the diff says why."""
+    a, b = (diff.load_run(REPO / "results" / run) for run in ("h200-s9", "h200-p13"))
+    result = diff.compare(a, b)
+    row = next(c for c in result.comparisons if (c.kernel, c.shape, c.layout) == ("rmsnorm", "512x8193", "t256"))
+    assert row.interval.high < 0.98 and row.unclaimed == "FASTER" and row.verdict == "AMBIGUOUS"
+    assert row.one_process == ["A", "B"] and (row.repeats_a, row.repeats_b) == (2, 2)
+    assert row.label == "AMBIGUOUS (would be FASTER, but A's 2 repeats ran in one process and B's 2 repeats ran in one process)"
+    text = document.render_markdown(*build(result))
+    assert "Not claimed, because a run's repeats of the configuration all ran in one worker process: rmsnorm 512x8193 t256" in text
+    # Every configuration of the serial run ran in its one worker.
+    assert all("A" in c.one_process for c in result.comparisons)
+    assert [c.unclaimed for c in result.comparisons if c.unclaimed] == ["FASTER"]
 
 
 def test_a_process_that_looked_and_saw_no_foreign_work_is_not_flagged(tmp_path):

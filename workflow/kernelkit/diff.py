@@ -1,9 +1,12 @@
 """Compare two runs: what changed in the setup, and which timings changed beyond noise.
 
 The unit of comparison is a configuration (kernel, shape, layout) with all its repeats:
-repeats are separate processes and exist to show between-process noise, so the interval
-for B/A resamples processes as well as samples (kernelkit.stats.ratio_interval). Intervals
-are Bonferroni-corrected so that the whole table, not each row, has the stated confidence.
+repeats are meant to be separate processes and exist to show between-process noise, so the
+interval for B/A resamples processes as well as samples (kernelkit.stats.ratio_interval).
+Repeats that one worker process ran (kernelkit.worker) are one process: their samples are
+pooled, and where all of a side's repeats ran in one process no change is claimed (see
+`one_process`). Intervals are Bonferroni-corrected so that the whole table, not each row, has
+the stated confidence.
 
 Computation (`load_run`, `compare`) is kept apart from rendering (`kernelkit.diff_document`),
 as Google Benchmark keeps get_difference_report apart from print_difference_report: tests
@@ -21,7 +24,7 @@ from typing import Any
 
 from kernelkit import KitError
 from kernelkit.records import write_text_atomic
-from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, saw_foreign_work
+from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, process_of, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
 
@@ -80,6 +83,10 @@ class Comparison:
     # When the cards differ: how much they differ on the kit's own ceilings (largest |B/A - 1|
     # over copy, L2, GEMM and harness floor), added to the threshold; None where not measured.
     card_spread: float | None = None
+    # The sides ("A", "B") whose two or more repeats all ran in one process, and the verdict the
+    # interval and the processes would otherwise give (FASTER or SLOWER), which is then not claimed.
+    one_process: list[str] = field(default_factory=list)
+    unclaimed: str | None = None
 
     @property
     def change(self) -> float:
@@ -97,6 +104,8 @@ class Comparison:
         text = self.verdict
         if self.below_threshold:
             text += f" ({self.change:+.1%}, below the {round(self.threshold * 100, 1):g}% threshold)"
+        if self.unclaimed:
+            text += f" (would be {self.unclaimed}, but {self.one_process_text})"
         if self.foreign_work:
             text += f"; {', '.join(self.foreign_work)} saw foreign GPU work"
         elif self.disturbed and self.verdict == "AMBIGUOUS":
@@ -108,8 +117,16 @@ class Comparison:
         return text
 
     @property
+    def one_process_text(self) -> str:
+        """E.g. "A's 2 repeats ran in one process"."""
+        counts = {"A": self.repeats_a, "B": self.repeats_b}
+        return " and ".join(f"{side}'s {counts[side]} repeats ran in one process" for side in self.one_process)
+
+    @property
     def notes(self) -> list[str]:
         notes = [f"{', '.join(self.foreign_work)} saw foreign GPU work"] if self.foreign_work else []
+        if self.one_process:
+            notes.append(self.one_process_text)
         if self.disturbed:
             notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
         if self.cards:
@@ -224,10 +241,11 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
                     seed: int) -> Comparison:
     keys_a = [k for k in sorted(a.timings) if _config_key(k) == config]
     keys_b = [k for k in sorted(b.timings) if _config_key(k) == config]
-    groups_a = [a.timings[k]["samples_us"] for k in keys_a]
-    groups_b = [b.timings[k]["samples_us"] for k in keys_b]
+    groups_a, groups_b = _process_samples(a, keys_a), _process_samples(b, keys_b)
     interval = ratio_interval(groups_a, groups_b, confidence=confidence, seed=seed)
     sides = [("A", a, keys_a), ("B", b, keys_b)]
+    one_process = [side for side, keys, groups in (("A", keys_a, groups_a), ("B", keys_b, groups_b))
+                   if len(keys) > 1 and len(groups) == 1]
     foreign = [_process_name(s, k) for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{_process_name(s, k)}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
@@ -237,11 +255,25 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     # Across cards, a change the cards themselves show on the kit's ceilings is not the code's.
     spread = card_spread(a, b, cards_a, cards_b) if cards else None
     threshold_used = threshold + (spread or 0.0)
+    called = verdict(interval, threshold_used, process_order(groups_a, groups_b))
+    # The verdict's rule asks every process of B to lie beyond every process of A; repeats that
+    # were meant to be processes but ran in one do not show whether a process stayed in a
+    # slower state for its whole life (kernelkit.stats.verdict), so no change is claimed.
+    unclaimed = called if called in ("FASTER", "SLOWER") and one_process else None
     return Comparison(
         *config, median_a=median(s for g in groups_a for s in g), median_b=median(s for g in groups_b for s in g),
-        repeats_a=len(groups_a), repeats_b=len(groups_b), interval=interval,
-        verdict=verdict(interval, threshold_used, process_order(groups_a, groups_b)), threshold=threshold_used,
-        foreign_work=foreign, disturbed=disturbed, cards=cards, card_spread=spread)
+        repeats_a=len(keys_a), repeats_b=len(keys_b), interval=interval,
+        verdict="AMBIGUOUS" if unclaimed else called, threshold=threshold_used,
+        foreign_work=foreign, disturbed=disturbed, cards=cards, card_spread=spread, one_process=one_process,
+        unclaimed=unclaimed)
+
+
+def _process_samples(run: RunFiles, keys: list[tuple[str, str, str, int]]) -> list[list[float]]:
+    """The samples of each process that timed these repeats (diff_inputs.process_of), in repeat order."""
+    grouped: dict[tuple[Any, ...], list[float]] = {}
+    for key in keys:
+        grouped.setdefault(process_of(run.timings[key], key), []).extend(run.timings[key]["samples_us"])
+    return list(grouped.values())
 
 
 def compare(

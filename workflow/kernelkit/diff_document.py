@@ -65,6 +65,13 @@ def _summary(result: DiffResult) -> list[doc.Block]:
         blocks.append(doc.Paragraph(
             "Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
             f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + "."))
+    unclaimed = [c for c in result.by_change() if c.unclaimed]
+    if unclaimed:
+        blocks.append(doc.Paragraph(
+            "Not claimed, because a run's repeats of the configuration all ran in one worker process: "
+            + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
+            + ". The interval lies beyond the threshold, but one process can stay in a slower state for its whole life, "
+              "and one process per side cannot tell that from a change."))
     foreign = [c for c in result.comparisons if c.foreign_work]
     if foreign:
         blocks.append(doc.Paragraph(
@@ -82,12 +89,14 @@ def _method(result: DiffResult) -> doc.Paragraph:
     m = len(result.comparisons)
     return doc.Paragraph(
         "The ratio is B/A of the pooled medians (below 1: B is faster); the change is B/A - 1. Its interval is a "
-        "percentile bootstrap that resamples processes (repeats) and then samples inside each, at "
+        "percentile bootstrap that resamples processes (repeats; repeats that one worker process ran count as one) "
+        "and then samples inside each, at "
         f"{result.confidence:.0%} for the whole table (Bonferroni: {1 - (1 - result.confidence) / max(1, m):.4%} per "
         f"row). Verdicts: SAME when the interval lies inside 1 +- {result.threshold:g} (with the change named when the "
         f"interval excludes 1); SLOWER or FASTER when it lies wholly beyond 1 +- {result.threshold:g} and every process "
-        "(repeat) of B is slower, or faster, than every process of A; AMBIGUOUS otherwise (too wide or too mixed to "
-        "decide). Rows run from the largest change to the smallest.")
+        "(repeat) of B is slower, or faster, than every process of A, and neither run timed all its repeats in one "
+        "process; AMBIGUOUS otherwise (too wide, too mixed or too few processes to decide). Rows run from the largest "
+        "change to the smallest.")
 
 
 def build(result: DiffResult) -> tuple[str, list[doc.Section]]:

@@ -122,6 +122,16 @@ def timing_key(record: dict[str, Any], path: Path) -> TimingKey:
     return kernel, shape, layout, repeat
 
 
+def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
+    """Which process timed a record: its worker (pid and start) when a worker pool ran it
+    (kernelkit.worker), else the record's own process, one per repeat."""
+    job = record.get("job")
+    worker = job.get("worker") if isinstance(job, dict) else None
+    if isinstance(worker, dict) and worker.get("pid") is not None:
+        return ("worker", worker.get("pid"), worker.get("started_unix_s"))
+    return ("own process", key)
+
+
 def saw_foreign_work(record: dict[str, Any]) -> bool:
     """Whether the process timing this record saw another process's work on its GPU: a foreign
     process named in its summary (an empty list means it looked and saw none) or a sample tagged so."""
