@@ -199,7 +199,7 @@ def test_a_repeat_with_untagged_outlying_samples_is_named():
     assert all(row.disturbed_samples == 0 for row in nowait.table.itertuples()
                if f"Samples of {row.kernel} {row.shape} {row.layout} rep{row.repeat}" in named)
     # A quiet run names none.
-    assert not [c for c in report.caveats(report.Run(REPO / "results" / "h200-p10")) if c.startswith("Samples of")]
+    assert not [c for c in report.caveats(report.Run(REPO / "results" / "h200-p13")) if c.startswith("Samples of")]
 
 
 def test_a_timing_the_foreign_loop_touched_unseen_was_taken_again_once_the_loop_had_ended():
