@@ -137,3 +137,18 @@ def test_the_cache_lives_where_the_environment_says(tmp_path, monkeypatch):
     monkeypatch.delenv(binaries.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert binaries.cache_dir() == tmp_path / "xdg" / "kernelkit" / "binaries"
+
+
+def test_after_a_fault_closing_the_session_tries_every_call_and_raises_nothing():
+    """After memcheck's illegal address every driver call fails; the launch's error is the one reported."""
+    called = []
+
+    def failing_driver(name, *arguments):
+        called.append(name)
+        raise driver_launch.CudaError(f"{name} returned CUDA error 700 (CUDA_ERROR_ILLEGAL_ADDRESS)")
+
+    session = object.__new__(driver_launch.Session)
+    session.driver, session.device = failing_driver, 0
+    session.allocations, session.modules = [1, 2], {"a.cubin": 3}
+    session.close()
+    assert called == ["cuMemFree_v2", "cuMemFree_v2", "cuModuleUnload", "cuDevicePrimaryCtxRelease_v2"]

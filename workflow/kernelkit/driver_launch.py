@@ -148,11 +148,13 @@ class Session:
         self.driver("cuCtxSynchronize")
 
     def close(self) -> None:
-        for pointer in self.allocations:
-            self.driver("cuMemFree_v2", pointer)
-        for module in self.modules.values():
-            self.driver("cuModuleUnload", module)
-        self.driver("cuDevicePrimaryCtxRelease_v2", self.device)
+        """Free everything and destroy the context, as far as the driver still lets: after a fault
+        (memcheck's illegal address) every call fails, and the fault is what the run reports."""
+        calls = [("cuMemFree_v2", pointer) for pointer in self.allocations]
+        calls += [("cuModuleUnload", module) for module in self.modules.values()]
+        for name, argument in [*calls, ("cuDevicePrimaryCtxRelease_v2", self.device)]:
+            with contextlib.suppress(CudaError):
+                self.driver(name, argument)
 
 
 def run_launches(session: Session, plan: dict[str, Any], directory: Path) -> None:
