@@ -438,3 +438,25 @@ def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, m
         commands.write_pair(md, "new md", html, "new html")
     assert md.read_text() == "old md" and html.read_text() == "old html"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]
+
+
+def test_the_noise_split_counts_repeats_one_worker_ran_as_one_process():
+    """h200-s9 (`--cores 1`) timed both repeats of every target in its one worker: no configuration
+    has a spread between processes. h200-tw6-solo's pool did so for some configurations only. A run
+    whose repeats were processes of their own (h200-s5a) keeps the range of its repeats' medians."""
+    from kernelkit.report.quality import noise_rows
+
+    serial = noise_rows(report.Run(REPO / "results" / "h200-s9"))
+    assert len(serial) == 87 and {row[4] for row in serial} == {"n/a: one process"} and {row[5] for row in serial} == {"n/a"}
+    solo = report.Run(REPO / "results" / "h200-tw6-solo")
+    rows = {tuple(row[:3]): row for row in noise_rows(solo)}
+    shared = {key for key, row in rows.items() if row[4] == "n/a: one process"}
+    workers = {}
+    for record in solo.timings:
+        workers.setdefault((record["kernel"], record["shape"], record["layout"]), set()).add(record["job"]["worker"]["pid"])
+    assert shared == {key for key, pids in workers.items() if len(pids) == 1} and 0 < len(shared) < len(rows)
+    own = report.Run(REPO / "results" / "h200-s5a")
+    own_rows = {tuple(row[:3]): row for row in noise_rows(own)}
+    for (kernel, shape, layout), group in own.table.groupby(["kernel", "shape", "layout"]):
+        medians = group["median_us"]
+        assert own_rows[(kernel, shape, layout)][4] == f"{100 * (medians.max() - medians.min()) / medians.mean():.2f}%"

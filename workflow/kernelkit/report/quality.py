@@ -164,17 +164,34 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     return doc.Section("Clocks during timing", blocks)
 
 
+def _process_medians(records: list[dict[str, Any]]) -> list[float]:
+    """The median of each process's samples, the repeats one worker process ran pooled as one
+    (kernelkit.diff_inputs.process_of): they show no spread between processes."""
+    from kernelkit.diff_inputs import process_of
+
+    pooled: dict[tuple[Any, ...], list[float]] = {}
+    for record in records:
+        key = (record["kernel"], record["shape"], record["layout"], record.get("repeat"), record.get("cache"))
+        pooled.setdefault(process_of(record, key), []).extend(record["samples_us"])
+    return [median(samples) for samples in pooled.values()]
+
+
 def noise_rows(run: Run) -> list[list[str]]:
-    """Per configuration: spread inside each process, and between the processes' medians (both relative)."""
+    """Per configuration: spread inside each process, and between the processes' medians (both
+    relative); "n/a" between where all the repeats ran in one process (or there is one repeat)."""
+    by_configuration: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for record in run.timings:
+        by_configuration.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
     rows = []
     for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
                                                  key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
         within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
-        medians = group["median_us"]
-        between = float((medians.max() - medians.min()) / medians.mean()) if len(group) > 1 else float("nan")
+        medians = _process_medians(by_configuration[(kernel, shape, layout)])
+        between = (max(medians) - min(medians)) / (sum(medians) / len(medians)) if len(medians) > 1 else None
+        one_process = between is None and len(group) > 1
         rows.append([kernel, shape, layout, f"{100 * within:.2f}%",
-                     "n/a" if between != between else f"{100 * between:.2f}%",
-                     "between" if between > within else "within"])
+                     ("n/a: one process" if one_process else "n/a") if between is None else f"{100 * between:.2f}%",
+                     "n/a" if between is None else "between" if between > within else "within"])
     return rows
 
 
@@ -183,12 +200,17 @@ def section_noise(run: Run) -> doc.Section | None:
     if not rows:
         return None
     larger = sum(1 for r in rows if r[-1] == "between")
+    compared = sum(1 for r in rows if r[-1] != "n/a")
+    one_process = sum(1 for r in rows if r[4] == "n/a: one process")
+    shared = (f" In {one_process} configurations all the repeats ran in one worker process, which shows no spread "
+              "between processes (n/a: one process)." if one_process else "")
     return doc.Section("Noise: within and between processes", summary=(
-        f"Noise split: between-process spread exceeds within-process spread in {larger} of {len(rows)} "
+        f"Noise split: between-process spread exceeds within-process spread in {larger} of {compared} "
         "configurations"), blocks=[
         doc.Paragraph("Within: (max - min) / median of one process's samples, the median over repeats. Between: the "
-                      "range of the repeats' medians over their mean. Where between exceeds within, a second process "
-                      f"tells more than more samples would: {larger} of {len(rows)} configurations."),
+                      "range of the processes' medians over their mean, the repeats one worker process ran counted "
+                      "as one process. Where between exceeds within, a second process tells more than more samples "
+                      f"would: {larger} of {compared} configurations.{shared}"),
         doc.Table(["Kernel", "Shape", "Layout", "Within a process", "Between processes", "Larger"], rows)])
 
 
