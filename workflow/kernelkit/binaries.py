@@ -9,7 +9,8 @@ compute-sanitizer took 2.22-2.63 s on an H200 (2026-12-01), one that only calls 
 binary's SHA-256, so a run says exactly what ran and a diff can tell a new build from the same one.
 
 The options are the spec's and the layout's, then KIT_OPTIONS: `-ftz=true`, which CuPy's RawKernel
-added to every build, so the binaries are those of runs made before the kit compiled them itself.
+added to every build, so a build is compiled with the options it had before the kit compiled it
+itself (CuPy's own additions, such as `-arch=sm_90`, come from the same CuPy function).
 The key of a binary holds everything that changes the bytes: source, options, target architecture,
 the NVRTC and CuPy versions (CuPy adds its own options, such as `-arch=sm_90`).
 """
