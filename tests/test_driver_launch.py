@@ -26,7 +26,7 @@ def text_binaries(tmp_path, monkeypatch):
 
     def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
         key = binaries.cache_key(source, options, "90", "13.0", "test")
-        return binaries.cached(key, options, folder) or binaries.store(key, binaries.ELF_MAGIC + key.encode(), options, folder)
+        return binaries.cached(key, folder) or binaries.store(key, binaries.ELF_MAGIC + key.encode(), folder)
 
     monkeypatch.setattr(device, "compile_binary", compile_binary)
     return folder
@@ -123,10 +123,10 @@ def test_binaries_are_keyed_by_everything_their_bytes_depend_on(tmp_path):
     assert binaries.build_options(("--std=c++17",)) == ("--std=c++17", "-ftz=true")
     assert binaries.build_options(("-ftz=true", "-DBM=64")) == ("-ftz=true", "-DBM=64")
 
-    assert binaries.cached("k", (), tmp_path) is None
-    cubin = binaries.store("k", binaries.ELF_MAGIC + b"\0code", (), tmp_path)
-    assert cubin.path.name == "k.cubin" and binaries.cached("k", (), tmp_path) == cubin
-    ptx = binaries.store("p", ".version 8.0\n", (), tmp_path)
+    assert binaries.cached("k", tmp_path) is None
+    cubin = binaries.store("k", binaries.ELF_MAGIC + b"\0code", tmp_path)
+    assert cubin.path.name == "k.cubin" and binaries.cached("k", tmp_path) == cubin
+    ptx = binaries.store("p", ".version 8.0\n", tmp_path)
     assert ptx.path.name == "p.ptx" and ptx.path.read_bytes().endswith(b"\n\0")  # the driver reads PTX as a C string
     assert [path.name for path in sorted(tmp_path.iterdir())] == ["k.cubin", "p.ptx"]  # no temporary file left
 

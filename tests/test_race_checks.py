@@ -430,7 +430,7 @@ def test_sanitizer_children_run_side_by_side_and_keep_their_own_results(tmp_path
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     # No NVRTC and no GPU here: each build's "binary" is its options' text, and no lock is shared.
     monkeypatch.setattr(device, "compile_binary", lambda source, options: binaries.store(
-        "fake-" + "-".join(options).replace("=", "_"), binaries.ELF_MAGIC + " ".join(options).encode(), options, tmp_path))
+        "fake-" + "-".join(options).replace("=", "_"), binaries.ELF_MAGIC + " ".join(options).encode(), tmp_path))
     monkeypatch.setattr(tools, "_child_lock", lambda lock_dir: None)
 
     def spans() -> list[tuple[str, float, float]]:

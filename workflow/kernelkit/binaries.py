@@ -10,9 +10,8 @@ binary's SHA-256, so a run says exactly what ran and a diff can tell a new build
 
 The options are the spec's and the layout's, then KIT_OPTIONS: `-ftz=true`, which CuPy's RawKernel
 added to every build, so a build is compiled with the options it had before the kit compiled it
-itself (CuPy's own additions, such as `-arch=sm_90`, come from the same CuPy function).
-The key of a binary holds everything that changes the bytes: source, options, target architecture,
-the NVRTC and CuPy versions (CuPy adds its own options, such as `-arch=sm_90`).
+itself. The key of a binary holds everything that changes the bytes: source, options, target
+architecture, the NVRTC and CuPy versions (CuPy adds its own options, such as `-arch=sm_90`).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ class Binary:
 
     path: Path
     sha256: str
-    options: tuple[str, ...]
 
 
 def cache_dir() -> Path:
@@ -65,7 +63,7 @@ def suffix_of(data: bytes) -> str:
     return ".cubin" if data.startswith(ELF_MAGIC) else ".ptx"
 
 
-def cached(key: str, options: Sequence[str], directory: Path | None = None) -> Binary | None:
+def cached(key: str, directory: Path | None = None) -> Binary | None:
     """The binary stored under `key`, or None."""
     folder = directory or cache_dir()
     for suffix in (".cubin", ".ptx"):
@@ -74,11 +72,11 @@ def cached(key: str, options: Sequence[str], directory: Path | None = None) -> B
             data = path.read_bytes()
         except FileNotFoundError:
             continue
-        return Binary(path, hashlib.sha256(data).hexdigest(), tuple(options))
+        return Binary(path, hashlib.sha256(data).hexdigest())
     return None
 
 
-def store(key: str, data: bytes | str, options: Sequence[str], directory: Path | None = None) -> Binary:
+def store(key: str, data: bytes | str, directory: Path | None = None) -> Binary:
     """Keep a compiled build under `key`, written atomically: two processes compiling the same build
     at once both write whole files, and the second rename leaves the same bytes."""
     data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -86,4 +84,4 @@ def store(key: str, data: bytes | str, options: Sequence[str], directory: Path |
         data += b"\0"  # the driver reads PTX as a C string
     path = (directory or cache_dir()) / f"{key}{suffix_of(data)}"
     write_bytes_atomic(path, data)
-    return Binary(path, hashlib.sha256(data).hexdigest(), tuple(options))
+    return Binary(path, hashlib.sha256(data).hexdigest())

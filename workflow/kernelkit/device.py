@@ -145,9 +145,8 @@ class CompiledKernel:
     source_sha256: str
     compile_options: tuple[str, ...]
     attributes: dict[str, int]
-    # The bytes that ran (kernelkit.binaries): their SHA-256, and where they lie.
+    # The SHA-256 of the bytes that ran (kernelkit.binaries).
     binary_sha256: str = ""
-    binary_path: str = ""
 
 
 def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
@@ -160,11 +159,11 @@ def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
     arch = cp.cuda.Device().compute_capability
     nvrtc_version = ".".join(str(part) for part in cp.cuda.nvrtc.getVersion())
     key = binaries.cache_key(source, options, str(arch), nvrtc_version, cp.__version__)
-    found = binaries.cached(key, options)
+    found = binaries.cached(key)
     if found is not None:
         return found
     compiled = compiler.compile_using_nvrtc(source, options)
-    return binaries.store(key, compiled[0] if isinstance(compiled, tuple) else compiled, options)
+    return binaries.store(key, compiled[0] if isinstance(compiled, tuple) else compiled)
 
 
 def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | None = None,
@@ -182,7 +181,7 @@ def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | N
         for name, value in function.attributes.items()
         if isinstance(value, (int, np.integer))
     }
-    return CompiledKernel(function, spec.source_sha256(mutation), options, attributes, binary.sha256, str(binary.path))
+    return CompiledKernel(function, spec.source_sha256(mutation), options, attributes, binary.sha256)
 
 
 def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:

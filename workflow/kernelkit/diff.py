@@ -24,7 +24,7 @@ from typing import Any
 
 from kernelkit import KitError
 from kernelkit.records import write_text_atomic
-from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, process_of, saw_foreign_work
+from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
 
@@ -241,7 +241,7 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
                     seed: int) -> Comparison:
     keys_a = [k for k in sorted(a.timings) if _config_key(k) == config]
     keys_b = [k for k in sorted(b.timings) if _config_key(k) == config]
-    groups_a, groups_b = _process_samples(a, keys_a), _process_samples(b, keys_b)
+    groups_a, groups_b = (samples_by_process((k, run.timings[k]) for k in keys) for run, keys in ((a, keys_a), (b, keys_b)))
     interval = ratio_interval(groups_a, groups_b, confidence=confidence, seed=seed)
     sides = [("A", a, keys_a), ("B", b, keys_b)]
     one_process = [side for side, keys, groups in (("A", keys_a, groups_a), ("B", keys_b, groups_b))
@@ -266,14 +266,6 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
         verdict="AMBIGUOUS" if unclaimed else called, threshold=threshold_used,
         foreign_work=foreign, disturbed=disturbed, cards=cards, card_spread=spread, one_process=one_process,
         unclaimed=unclaimed)
-
-
-def _process_samples(run: RunFiles, keys: list[tuple[str, str, str, int]]) -> list[list[float]]:
-    """The samples of each process that timed these repeats (diff_inputs.process_of), in repeat order."""
-    grouped: dict[tuple[Any, ...], list[float]] = {}
-    for key in keys:
-        grouped.setdefault(process_of(run.timings[key], key), []).extend(run.timings[key]["samples_us"])
-    return list(grouped.values())
 
 
 def compare(

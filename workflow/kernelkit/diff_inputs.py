@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, Iterable
 
 from kernelkit import KitError
 from kernelkit.layout import card_dirs, run_result_files
@@ -130,6 +130,15 @@ def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
     if isinstance(worker, dict) and worker.get("pid") is not None:
         return ("worker", worker.get("pid"), worker.get("started_unix_s"))
     return ("own process", key)
+
+
+def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list[float]]:
+    """The samples of each process that timed these (key, record) pairs (`process_of`), pooled, in
+    the order the processes first appear: repeats one worker ran are one list."""
+    pooled: dict[tuple[Any, ...], list[float]] = {}
+    for key, record in keyed:
+        pooled.setdefault(process_of(record, key), []).extend(record["samples_us"])
+    return list(pooled.values())
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:

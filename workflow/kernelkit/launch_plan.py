@@ -26,9 +26,9 @@ class _Output:
     """Stands for the output buffer in the spec's `arguments`; each launch gets a fresh one."""
 
 
-def _argument(value: Any, output: _Output, buffer_names: dict[int, str], launch: str) -> dict[str, Any]:
+def _argument(value: Any, output: _Output, output_bytes: int, buffer_names: dict[int, str], launch: str) -> dict[str, Any]:
     if value is output:
-        return {"output_bytes": 0}
+        return {"output_bytes": output_bytes, "fill": int(SENTINEL_BITS)}
     if isinstance(value, np.ndarray) and id(value) in buffer_names:
         return {"buffer": buffer_names[id(value)]}
     if isinstance(value, np.generic) and value.dtype.name in SCALAR_TYPES:
@@ -62,10 +62,8 @@ def write_plan(spec: KernelSpec, layouts: Sequence[str], cases: Sequence[tuple[S
             label = f"{spec.name} {layout} {shape_name(shape)} {pattern}"
             output = _Output()
             geometry = spec.launch(spec.layout(layout), shape)
-            arguments = [_argument(value, output, names, label) for value in spec.arguments(host_inputs, output, shape)]
-            for argument in arguments:
-                if "output_bytes" in argument:
-                    argument.update(output_bytes=output_bytes, fill=int(SENTINEL_BITS))
+            arguments = [_argument(value, output, output_bytes, names, label)
+                         for value in spec.arguments(host_inputs, output, shape)]
             launches.append({"label": label, "binary": layout, "entry": spec.entry_of(layout),
                              "grid": list(geometry.grid), "block": list(geometry.block),
                              "shared_mem": int(geometry.shared_mem), "arguments": arguments})

@@ -166,14 +166,11 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
 
 def _process_medians(records: list[dict[str, Any]]) -> list[float]:
     """The median of each process's samples, the repeats one worker process ran pooled as one
-    (kernelkit.diff_inputs.process_of): they show no spread between processes."""
-    from kernelkit.diff_inputs import process_of
+    (kernelkit.diff_inputs.samples_by_process): they show no spread between processes."""
+    from kernelkit.diff_inputs import samples_by_process
 
-    pooled: dict[tuple[Any, ...], list[float]] = {}
-    for record in records:
-        key = (record["kernel"], record["shape"], record["layout"], record.get("repeat"), record.get("cache"))
-        pooled.setdefault(process_of(record, key), []).extend(record["samples_us"])
-    return [median(samples) for samples in pooled.values()]
+    keyed = (((r["kernel"], r["shape"], r["layout"], r.get("repeat"), r.get("cache")), r) for r in records)
+    return [median(samples) for samples in samples_by_process(keyed)]
 
 
 def noise_rows(run: Run) -> list[list[str]]:
