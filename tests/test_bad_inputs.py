@@ -108,7 +108,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("config that does not exist", fixed("check-config", "{tmp}/nosuch.yaml"), "nosuch.yaml does not exist"),
     ("config that is a directory", fixed("check-config", "{tmp}"), "is a directory, not a YAML file"),
     ("samples as 15.0", config_text(replace_once("samples: 15", "samples: 15.0")), "not 15.0"),
-    ("repeats as 2.0", config_text(replace_once("repeats: 2", "repeats: 2.0")), "'timing.repeats'"),
+    ("repeats as 3.0", config_text(replace_once("repeats: 3", "repeats: 3.0")), "'timing.repeats'"),
     ("duplicate top-level key", config_text(lambda t: t + "\nrun: again\n"), "the key 'run' appears twice"),
     ("duplicate kernel", config_text(lambda t: t.replace("kernels:\n", "kernels:\n  rmsnorm: {layouts: [t32], shapes: [8x8]}\n", 1)),
      "the key 'rmsnorm' appears twice"),

@@ -127,7 +127,7 @@ def test_every_whole_config_file_is_valid(path):
 YAML_CASES = [
     ("duplicate top-level key", lambda text: text + "\nrun: other\n",
      "the key 'run' appears twice in one mapping, at lines 2 and "),
-    ("duplicate nested key", lambda text: text.replace("  repeats: 2\n", "  repeats: 2\n  repeats: 3\n", 1),
+    ("duplicate nested key", lambda text: text.replace("  repeats: 3\n", "  repeats: 3\n  repeats: 2\n", 1),
      "the key 'repeats' appears twice in one mapping"),
     ("hex shape", lambda text: text.replace("- 512x128", "- 0x128", 1),
      "config key 'kernels.rmsnorm.shapes.0': shape 0x128 was read by YAML as the number 296; "

@@ -22,10 +22,10 @@ def test_plan_times_every_configuration_once_per_repeat(good):
     plan = kit_config.timing_plan(good)
     # rmsnorm 9 shapes x 5 layouts; matmul 2 x 6; layernorm 2 x 7; bias_gelu 1 x 6; triangle and neighbor 1 x 5.
     configurations = 45 + 12 + 14 + 6 + 5 + 5
-    assert len(plan) == configurations * 2
+    assert len(plan) == configurations * 3
     assert len({t.key for t in plan}) == len(plan)
-    assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations
-    for repeat in (1, 2):
+    assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations + [3] * configurations
+    for repeat in (1, 2, 3):
         assert {(t.kernel, t.shape, t.layout) for t in plan if t.repeat == repeat} == set(kit_config.configurations(good))
 
 
@@ -56,7 +56,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
     assert "gpu=1" in done.stdout
     assert job_counts(done.stdout) == {
         "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 46, "span": 7,
-        "sanitize": 6, "timing": 174, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 283,
+        "sanitize": 6, "timing": 261, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 370,
     }
     # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
     jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
@@ -137,7 +137,7 @@ def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):
     [
         ("results/pytest-dry-run/timing/rmsnorm/999x128/t32/rep1.json", "shape '999x128' is not configured"),
         ("results/pytest-dry-run/timing/rmsnorm/512x128/t64/rep1.json", "layout 't64' is not configured"),
-        ("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep3.json", "beyond config key 'timing.repeats'"),
+        ("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep4.json", "beyond config key 'timing.repeats'"),
         ("results/pytest-dry-run/controls/rmsnorm/sign.json", "allowed: epsilon, tail, barrier"),
         ("results/pytest-dry-run/timing/rmsnorm/512by128/t32/rep1.json", "shape '512by128' of kernel 'rmsnorm' is malformed"),
         ("results/pytest-dry-run/timing/rmsnorm/0x128/t32/rep1.json", "shape '0x128' of kernel 'rmsnorm' is malformed"),

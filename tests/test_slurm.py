@@ -9,6 +9,7 @@ there with the kit's one sentence. Everything runs in a copy of the repository u
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -79,7 +80,11 @@ def copy_repository(target: Path) -> None:
     for name in ("workflow", "config", "kernels", "envs"):
         shutil.copytree(REPO / name, target / name, symlinks=True, ignore=ignore)
     (target / "profiles").symlink_to("workflow/profiles")
+    # The run was made with two repeats, before the default became three: its config is the
+    # default with the repeats and the cards it was made with.
     config = (REPO / "config" / "config.yaml").read_text()
+    repeats = json.loads((REPO / "results" / RUN / "config.json").read_text())["timing"]["repeats"]
+    config = re.sub(r"(?m)^(  repeats: )\d+$", rf"\g<1>{repeats}", config, count=1)
     (target / "config" / "config.yaml").write_text(config + "\ngpus: [0, 1]\n")
     for run in (RUN, OTHER):
         # Without the committed logs: the logs the test reads are the ones its own jobs write.

@@ -52,7 +52,7 @@ def assert_one_sentence(done: subprocess.CompletedProcess, expected: str) -> Non
         (TIMING.replace("rmsnorm", "nosuchkernel"), "kernel 'nosuchkernel' is not configured; allowed: rmsnorm"),
         (TIMING.replace("512x128", "512x999"), "shape '512x999' is not configured for kernel 'rmsnorm'; allowed: 512x128"),
         (TIMING.replace("t32", "t99"), "layout 't99' is not configured for kernel 'rmsnorm'; allowed: t32, t256"),
-        (TIMING.replace("rep1", "rep9"), "repeat 9 is beyond config key 'timing.repeats' (2)"),
+        (TIMING.replace("rep1", "rep9"), "repeat 9 is beyond config key 'timing.repeats' (3)"),
         (TIMING.replace("rep1", "rep0"), "names repeat 'rep0'; repeats count from rep1"),
         (TIMING.replace("rep1", "rep01"), "names repeat 'rep01'; repeats count from rep1"),
         (TIMING.replace("local", "otherrun"), "belongs to run 'otherrun', not to this run 'local'; add --config run=otherrun"),
