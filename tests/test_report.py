@@ -442,13 +442,13 @@ def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, m
 
 def test_the_noise_split_counts_repeats_one_worker_ran_as_one_process():
     """h200-s9 (`--cores 1`) timed both repeats of every target in its one worker: no configuration
-    has a spread between processes. h200-tw6-solo's pool did so for some configurations only. A run
+    has a spread between processes. h200-p13's pool did so for some configurations only. A run
     whose repeats were processes of their own (h200-s5a) keeps the range of its repeats' medians."""
     from kernelkit.report.quality import noise_rows
 
     serial = noise_rows(report.Run(REPO / "results" / "h200-s9"))
     assert len(serial) == 87 and {row[4] for row in serial} == {"n/a: one process"} and {row[5] for row in serial} == {"n/a"}
-    solo = report.Run(REPO / "results" / "h200-tw6-solo")
+    solo = report.Run(REPO / "results" / "h200-p13")
     rows = {tuple(row[:3]): row for row in noise_rows(solo)}
     shared = {key for key, row in rows.items() if row[4] == "n/a: one process"}
     workers = {}
