@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit import KitError, binaries
+from kernelkit.driver_launch import CudaError, Driver, NoDriver
 from kernelkit.spec import KernelSpec, Shape
 
 
@@ -66,32 +67,27 @@ class OtherContext:
     """
 
     def __init__(self) -> None:
-        self._driver = ctypes.CDLL("libcuda.so.1")
+        self._driver = Driver()
         device_index = ctypes.c_int()
-        self._check("cuCtxGetDevice", self._driver.cuCtxGetDevice(ctypes.byref(device_index)))
+        self._driver("cuCtxGetDevice", ctypes.byref(device_index))
         self._context = ctypes.c_void_p()
-        self._check("cuCtxCreate", self._driver.cuCtxCreate_v2(ctypes.byref(self._context), 0, device_index))
+        self._driver("cuCtxCreate_v2", ctypes.byref(self._context), 0, device_index)
         try:  # cuCtxCreate made it current: allocate in it, then give the thread back its context
             self._buffer = ctypes.c_uint64()
-            self._check("cuMemAlloc", self._driver.cuMemAlloc_v2(ctypes.byref(self._buffer), ctypes.c_size_t(4096)))
+            self._driver("cuMemAlloc_v2", ctypes.byref(self._buffer), ctypes.c_size_t(4096))
         finally:
             self._pop()
 
-    def _check(self, call: str, result: int) -> None:
-        if result != 0:
-            raise RuntimeError(f"{call} returned CUDA error {result}")
-
     def _pop(self) -> None:
         popped = ctypes.c_void_p()
-        self._check("cuCtxPopCurrent", self._driver.cuCtxPopCurrent_v2(ctypes.byref(popped)))
+        self._driver("cuCtxPopCurrent_v2", ctypes.byref(popped))
 
     def run(self) -> None:
         """Clear the buffer in the other context and wait for it; the thread's context is current again after."""
-        self._check("cuCtxPushCurrent", self._driver.cuCtxPushCurrent_v2(self._context))
+        self._driver("cuCtxPushCurrent_v2", self._context)
         try:
-            self._check("cuMemsetD32", self._driver.cuMemsetD32_v2(self._buffer, ctypes.c_uint(0),
-                                                                    ctypes.c_size_t(1024)))
-            self._check("cuCtxSynchronize", self._driver.cuCtxSynchronize())
+            self._driver("cuMemsetD32_v2", self._buffer, ctypes.c_uint(0), ctypes.c_size_t(1024))
+            self._driver("cuCtxSynchronize")
         finally:
             self._pop()
 
@@ -104,7 +100,7 @@ def _other_context(device_id: int) -> OtherContext | str:
     if device_id not in _other_contexts:
         try:
             _other_contexts[device_id] = OtherContext()
-        except (OSError, AttributeError, RuntimeError) as error:
+        except (NoDriver, CudaError, AttributeError) as error:
             _other_contexts[device_id] = f"unavailable: {error}"[:200]
     return _other_contexts[device_id]
 
