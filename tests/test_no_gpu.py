@@ -115,3 +115,15 @@ def test_time_span_and_ceiling_with_valid_settings_stop_at_the_gpu_with_one_sent
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and ("CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err), err
         assert not output.exists()
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
+def test_without_a_driver_the_other_context_is_a_reason_not_an_error():
+    """The context switch before each measurement (device.OtherContext) goes through the kit's one
+    driver wrapper; where no driver loads, the record gets the reason, which names it."""
+    from kernelkit import device
+
+    device._other_contexts.clear()
+    reason = device._other_context(0)
+    assert isinstance(reason, str) and reason.startswith("unavailable: no GPU/driver: libcuda.so.1 cannot be loaded")
+    device._other_contexts.clear()
