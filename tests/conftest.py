@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import shutil
@@ -12,6 +14,13 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "workflow"))
 os.environ["KERNELKIT_KERNELS"] = str(REPO / "kernels")
+
+
+@functools.lru_cache(maxsize=None)
+def committed_timings(run: str) -> tuple[dict, ...]:
+    """The warm timing records of the committed run results/<run>, read once per test session
+    (several test files check the same runs). Read-only: every caller shares them."""
+    return tuple(json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json"))
 
 
 def gpu_unavailable_reason() -> str | None:

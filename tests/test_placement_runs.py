@@ -7,26 +7,22 @@ import json
 import statistics
 
 import pytest
-from conftest import REPO
+from conftest import REPO, committed_timings
 
-from kernelkit import ceilings, diff, document, report
+from kernelkit import diff, document, report
 from kernelkit.stats import placement_medians, relative_range
 
 RUNS = ("h200-p5a", "h200-p5b")
 
 
-def records(run: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
-
-
 def by_target(run: str) -> dict[tuple, list[float]]:
     return {(r["kernel"], r["shape"], r["layout"], r["repeat"]): placement_medians(r["samples_us"], r["sample_placement"])
-            for r in records(run)}
+            for r in committed_timings(run)}
 
 
 @pytest.mark.parametrize("run", RUNS)
 def test_every_target_sampled_four_placements_at_four_addresses(run):
-    found = records(run)
+    found = committed_timings(run)
     assert len(found) == 20
     for record in found:
         assert record["method"]["placements"] == 4 and len(record["samples_us"]) == 60

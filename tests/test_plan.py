@@ -6,7 +6,7 @@ import copy
 import re
 
 import pytest
-from conftest import REPO, job_counts, snakemake
+from conftest import REPO, committed_timings, job_counts, snakemake
 
 from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
@@ -159,7 +159,7 @@ def test_committed_runs_timed_their_targets_in_the_planned_order(run):
     test_repeatability_runs.py.)"""
     import json
 
-    records = [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
+    records = committed_timings(run)
     config = json.loads((REPO / "results" / run / "config.json").read_text())
     executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
     assert executed == [t.key[:4] for t in kit_config.timing_plan(config)]

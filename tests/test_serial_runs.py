@@ -4,24 +4,19 @@ process (device.OtherContext), which the serial run's single worker never saw ot
 
 from __future__ import annotations
 
-import json
 import statistics
 
 import pytest
-from conftest import REPO
+from conftest import REPO, committed_timings
 
 from kernelkit import diff
 
 SERIAL, PARALLEL = "h200-s3", "h200-p3"
 
 
-def timing_records(run: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
-
-
 @pytest.mark.parametrize("run", [SERIAL, PARALLEL])
 def test_every_timed_target_switched_contexts_before_its_samples(run):
-    found = timing_records(run)
+    found = committed_timings(run)
     assert len(found) == 174
     for record in found:
         assert record["method"]["context_switch"] is True
@@ -29,7 +24,7 @@ def test_every_timed_target_switched_contexts_before_its_samples(run):
 
 
 def pooled_median(run: str, kernel: str, shape: str, layout: str) -> float:
-    samples = [s for r in timing_records(run) if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)
+    samples = [s for r in committed_timings(run) if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)
                for s in r["samples_us"]]
     return statistics.median(samples)
 

@@ -6,10 +6,9 @@ Every number checked here is computed from the committed records."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
-from conftest import REPO
+from conftest import REPO, committed_timings
 
 from kernelkit import diff
 from kernelkit.records import run_time
@@ -17,10 +16,6 @@ from kernelkit.records import run_time
 SERIAL, PARALLEL = "h200-s10", "h200-p14"
 SOLO, TWINS = "h200-tw7-solo", ("h200-tw7-a", "h200-tw7-b")
 RUNS = (SERIAL, PARALLEL, SOLO, *TWINS)
-
-
-def timing_records(run: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json")]
 
 
 def load(run: str) -> diff.RunFiles:
@@ -32,7 +27,7 @@ def test_each_repeat_of_every_target_ran_in_a_worker_process_of_its_own(run):
     """One pool per repeat (kernelkit.worker_client.REPEATED): no two repeats of a target share a
     process, so the diff's resampling of repeats as processes is what happened."""
     workers: dict[tuple[str, str, str], dict[int, tuple]] = {}
-    for record in timing_records(run):
+    for record in committed_timings(run):
         worker = record["job"]["worker"]
         workers.setdefault((record["kernel"], record["shape"], record["layout"]), {})[record["repeat"]] = (
             worker["pid"], worker["started_unix_s"])
@@ -42,7 +37,7 @@ def test_each_repeat_of_every_target_ran_in_a_worker_process_of_its_own(run):
 
 
 def test_the_serial_run_had_one_worker_per_repeat():
-    processes = {(r["job"]["worker"]["pid"], r["job"]["worker"]["started_unix_s"]) for r in timing_records(SERIAL)}
+    processes = {(r["job"]["worker"]["pid"], r["job"]["worker"]["started_unix_s"]) for r in committed_timings(SERIAL)}
     assert len(processes) == 3
 
 
@@ -67,7 +62,7 @@ def test_each_of_two_runs_at_once_agrees_with_the_solo_run(twin):
 def test_two_runs_at_once_overlapped_and_waited_for_the_one_gpu_lock():
     """The pair really ran at once: their job clocks overlap for most of either run, and both
     waited for the lock longer in all than the solo run's jobs did."""
-    clocks = {run: run_time(timing_records(run)) for run in (SOLO, *TWINS)}
+    clocks = {run: run_time(committed_timings(run)) for run in (SOLO, *TWINS)}
     a, b = (clocks[twin] for twin in TWINS)
     overlap = min(a["ended_unix_s"], b["ended_unix_s"]) - max(a["started_unix_s"], b["started_unix_s"])
     assert overlap > 0.8 * min(a["wall_s"], b["wall_s"])
