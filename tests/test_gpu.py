@@ -5,12 +5,22 @@ Run with `pytest -m gpu`; on a machine without a GPU every test here is skipped 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from conftest import default_config, graph_method
+from conftest import REPO, default_config, graph_method, kit_env
 
 from kernelkit import spec as specs
 from kernelkit.cli import main
@@ -431,3 +441,49 @@ def test_a_measurement_switches_to_the_other_context_and_back_only_when_asked(sw
     assert len(samples) == 5 and all(math.isfinite(s) and s > 0 for s in samples)
     assert used.get("context_switch") == ("other context" if switch else None)
     assert float((out * 0 + 1).sum()) == out.size  # CuPy still works in its own context
+
+
+def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(tmp_path):
+    """The workflow starts the card's worker pool while Snakemake plans (kernelkit.worker_client.start_pool);
+    a dry run of the same target starts none."""
+    run = f"pytest-pool-{uuid.uuid4().hex[:8]}"
+    target = f"results/{run}/timing/rmsnorm/512x128/t32/rep1.json"
+    # A lock directory, and so a pool, of this test's own; one card, as a job on card 0 sees it.
+    env = kit_env(KERNELKIT_LOCK_DIR=str(tmp_path / "locks"))
+    card = {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}
+    name = subprocess.run([sys.executable, "-c", "from kernelkit.worker_client import pool_address; print(pool_address()[1:])"],
+                          env=card, capture_output=True, text=True, check=True).stdout.strip()
+
+    def pool_pids():
+        return [int(p.name) for p in Path("/proc").iterdir()
+                if p.name.isdigit() and name.encode() in _read_or_empty(p / "cmdline")]
+
+    snakemake = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+    try:
+        dry = subprocess.run([snakemake, "-n", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert dry.returncode == 0, dry.stderr[-2000:]
+        time.sleep(1.0)
+        assert not pool_pids(), "a dry run started a worker pool"
+        done = subprocess.run([snakemake, "--cores", "8", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        jobs = [json.loads(path.read_text())["job"] for path in (REPO / "results" / run).rglob("*.json")
+                if path.parent.name != "logs"]
+        assert len(jobs) == 9  # correctness, six controls, the sanitizer, the timing
+        assert all(job["worker"] for job in jobs), "a job ran in its own process"
+        first_job = min(job["started_unix_s"] for job in jobs)
+        assert min(job["worker"]["started_unix_s"] for job in jobs) < first_job
+    finally:
+        for pid in pool_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for folder in ("results", "reports"):
+            shutil.rmtree(REPO / folder / run, ignore_errors=True)
+
+
+def _read_or_empty(path):
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""

@@ -304,3 +304,51 @@ def test_a_long_worker_log_is_set_aside_when_the_next_pool_starts(tmp_path, pool
     assert _kit(argv, pool_env).returncode == 0
     assert (log.parent / (log.name + ".1")).stat().st_size == worker.LOG_KEEP_BYTES + 1
     assert log.stat().st_size < 1000 and b"serving" in log.read_bytes()
+
+
+def _start_pool(env):
+    code = "from kernelkit.worker_client import start_pool; start_pool()"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+
+
+def _wait_until(condition, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_pool_started_before_its_jobs_serves_the_first_job_from_a_waiting_worker(tmp_path, pool_env):
+    address = _address(pool_env)
+    _start_pool(pool_env)
+    assert _wait_until(lambda: _listening(address)), "start_pool started no pool"
+    time.sleep(0.5)  # the workers' imports (and, where there is a GPU, their CUDA contexts)
+    argv, output = _skipped_timing(tmp_path, "first")
+    done = _kit(argv, pool_env)
+    assert done.returncode == 0, done.stderr
+    job = json.loads(output.read_text())["job"]
+    assert job["worker"]["job_number"] == 1
+    # Ready before the job's own process began: the pool did not wait for a job to start it.
+    assert job["worker"]["started_unix_s"] < job["started_unix_s"]
+
+
+def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_env):
+    address = _address(pool_env)
+    _start_pool(pool_env)
+    assert _wait_until(lambda: _listening(address) and len(_pool_pids(address[1:])) == 2)
+    first = sorted(_pool_pids(address[1:]))
+    _start_pool(pool_env)
+    time.sleep(1.0)  # a second pool would have bound the name, or left, by now
+    assert sorted(_pool_pids(address[1:])) == first
+
+
+def test_only_gpu_stages_start_a_pool_that_sets_up_cuda(monkeypatch):
+    spawned = []
+    monkeypatch.setattr(worker, "_spawn_pool", lambda address, warm_up: spawned.append(warm_up))
+    monkeypatch.setattr(worker, "_connect", lambda address: None)
+    monkeypatch.setattr(worker, "START_TIMEOUT_S", 0.01)
+    monkeypatch.setenv(worker.WORKER_VARIABLE, "1")
+    for stage in ("time", "correctness", "sanitize", "report", "summary"):
+        worker.delegated_exit_code([stage, "--repeat", "1"])
+    worker.start_pool()
+    assert spawned == [True, True, True, False, False, True]

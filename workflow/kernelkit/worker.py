@@ -42,7 +42,7 @@ from typing import Any, Iterator
 
 from kernelkit import membership
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     read_line)
+                                     WARM_UP, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -221,6 +221,7 @@ def pool_main() -> None:
     """Entry of a pool's first process: take the socket name (or leave: another pool has it),
     fork the other processes before anything touches CUDA, and serve."""
     address = "\0" + sys.argv[1]
+    warm = WARM_UP in sys.argv[2:]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
@@ -238,7 +239,30 @@ def pool_main() -> None:
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
+    if warm:
+        warm_up()
     serve(listener, idle_exit_s())
+
+
+def warm_up() -> None:
+    """Make this worker's CUDA context before its first job, holding the GPU shared as a job does
+    for its own (a context is GPU work no timing may overlap); anything that fails here fails
+    again in the job, which says it in its own sentence.
+
+    Why: a job's first stretch in a new worker was mostly the context (one timing target from
+    scratch on an H200, 2026-12-01: the correctness job's compile_and_load 0.79 s in a new
+    worker, 0.01 s in one that had run a job). A pool started before its jobs
+    (kernelkit.worker_client.start_pool) makes them while Snakemake still plans."""
+    from kernelkit import device, environment, gpujob, gpulock
+
+    try:
+        cupy = device.cupy()
+        bus_id = cupy.cuda.Device().pci_bus_id
+        key = gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
+        with gpulock.gpu_work(key, gpulock.LockSettings(), mode=gpulock.SHARED):
+            cupy.cuda.runtime.free(0)
+    except Exception:  # noqa: BLE001,S110 - see the docstring
+        pass
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -36,6 +36,10 @@ IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # first card's pool, warm by then.
 DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "summary", "figure", "clock-figure",
                        "report"})
+# The delegated stages that touch no GPU: a pool started for them sets up no CUDA (kernelkit.worker.warm_up).
+NO_GPU_STAGES = frozenset({"summary", "figure", "clock-figure", "report"})
+# The pool argument that asks its workers to set up CUDA before their first job.
+WARM_UP = "warm-up"
 # Environment that decides what a job does on which GPU, and how many processes share its work
 # (KERNELKIT_WORKER_PROCESSES): a pool serves only jobs that agree on it. Why the size: a
 # `--cores 1` run started within `idle_exit_s` of a parallel one otherwise took the parallel run's
@@ -119,9 +123,10 @@ def _connect(address: str) -> socket.socket | None:
     return client
 
 
-def _spawn_pool(address: str) -> None:
+def _spawn_pool(address: str, warm_up: bool) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
-    its output goes to the lock directory's worker log, not to this job's log."""
+    its output goes to the lock directory's worker log, not to this job's log. `warm_up`: its
+    workers set up CUDA before they take a job (kernelkit.worker.warm_up)."""
     log_dir = Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR)
     path = log_dir / f"kernelkit-worker-{os.geteuid()}.log"
     try:
@@ -133,7 +138,8 @@ def _spawn_pool(address: str) -> None:
         log = open(os.devnull, "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
-            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:],
+             *([WARM_UP] if warm_up else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
                                                                           os.environ.get("PYTHONPATH"))))},
@@ -179,7 +185,7 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
         client = _connect(address)
         if client is None:
             if not spawned:
-                _spawn_pool(address)
+                _spawn_pool(address, warm_up=argv[0] not in NO_GPU_STAGES)
                 spawned = True
             time.sleep(CONNECT_RETRY_S)
             continue
@@ -196,3 +202,17 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     print(f"kernelkit {argv[0]}: no kit worker answered within {START_TIMEOUT_S:.0f} s; running in this process",
           file=sys.stderr)
     return None
+
+
+def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
+    """Start the pool a job with these arguments would use, its workers setting up CUDA, and send
+    it no job; a pool already there keeps its name and the new one leaves at once.
+
+    Why: the workflow calls it (in a process started as its jobs are, so that the pool's name is
+    theirs) while Snakemake still reads the workflow and builds the DAG, for a command that
+    surely runs GPU jobs. Started by the first job instead, the pool cost one timing target built
+    from scratch about 1.5 s on an H200 (2026-12-01: 5.96-6.56 s against 4.23-4.70 s with a pool
+    up): its processes came up 0.6-0.8 s after the jobs started, then made their eight CUDA
+    contexts at once, which a host makes one at a time, while the sanitizer's and the `barrier`
+    control's jobs, whose children end last, waited for theirs."""
+    _spawn_pool(pool_address(argv), warm_up=bool(argv) and argv[0] not in NO_GPU_STAGES)

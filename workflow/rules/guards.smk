@@ -3,6 +3,7 @@
 # Snakemake builds the DAG only after the Snakefile is read, and wraps any exception of an input
 # function in an InputFunctionException block, so what can be checked up front is checked here.
 import contextlib
+import functools
 import io
 import threading
 
@@ -19,6 +20,7 @@ NO_JOB_OPTIONS = ("dryrun", "lint", "list_rules", "list_target_rules", "unlock",
                   "export_cwl", "delete_all_output", "delete_temp_output", "archive")
 
 
+@functools.lru_cache(maxsize=None)
 def command_line():
     """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs
     on this machine, or (None, None) where there is no command to read (a job's own process,
@@ -37,7 +39,7 @@ def command_line():
         return None, None
     local = getattr(args, "executor", None) in (None, "local")
     runs_jobs = local and not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
-    return list(args.targets or []), runs_jobs
+    return tuple(args.targets or []), runs_jobs
 
 
 class TargetParts:
@@ -151,12 +153,28 @@ def gpu_problem():
     return None
 
 
+def start_worker_pools():
+    """Start each card's first worker pool (kernelkit.worker_client.start_pool) through the shell
+    its jobs run in, with the card's prefix, so that the pool gets the name its jobs look for;
+    the pool sets up CUDA while Snakemake goes on planning. Only for a command that surely runs
+    GPU jobs here and may: a dry run, a report of records already there or a refused command
+    starts none (a pool nobody uses holds a CUDA context per process until it idles out)."""
+    if not POOLED or FROZEN:
+        return
+    for gpu in GPUS:
+        subprocess.Popen(
+            kit_cards.pin(gpu) + "exec python -c 'from kernelkit.worker_client import start_pool; start_pool()'",
+            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+
 def check_gpu_up_front():
     """No GPU and a command that surely needs one: the sentence, before Snakemake prints more."""
     targets, runs_jobs = command_line()
     if targets is None or not runs_jobs:
         return
     if gpu_surely_needed(targets):
+        start_worker_pools()  # before the check below, whose CuPy import the pools' start overlaps
         problem = gpu_problem()
         if problem:
             refuse(problem)
