@@ -487,3 +487,11 @@ def _read_or_empty(path):
         return path.read_bytes()
     except OSError:
         return b""
+
+
+def test_the_workflow_check_finds_nothing_wrong_where_cupy_runs():
+    """device.gpu_problem, asked through the driver without CuPy, agrees with CuPy's own start."""
+    from kernelkit import device
+
+    assert device.gpu_problem() is None
+    assert device.cupy().cuda.runtime.getDeviceCount() >= 1

@@ -127,3 +127,46 @@ def test_without_a_driver_the_other_context_is_a_reason_not_an_error():
     reason = device._other_context(0)
     assert isinstance(reason, str) and reason.startswith("unavailable: no GPU/driver: libcuda.so.1 cannot be loaded")
     device._other_contexts.clear()
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
+def test_the_workflow_check_says_what_a_gpu_stage_would_say(tmp_path, capsys):
+    """device.gpu_problem (the workflow's check before it plans GPU jobs, without CuPy's import)
+    gives the sentence a GPU stage itself ends with here."""
+    from kernelkit import device
+
+    problem = device.gpu_problem()
+    assert main(["environment", "--output", str(tmp_path / "out.json")]) == 2
+    stage = capsys.readouterr().err.strip()
+    assert problem is not None and "\n" not in problem
+    kinds = ("CuPy is not installed", "no usable NVIDIA GPU or driver", "no NVIDIA GPU is visible")
+    assert [kind for kind in kinds if problem.startswith(kind)] == [kind for kind in kinds if kind in stage], (problem, stage)
+    if problem == device.NO_CUPY:
+        assert stage.endswith(problem)
+
+
+def test_a_driver_without_a_cuda_library_is_named_in_one_sentence(monkeypatch):
+    import importlib.util
+
+    from kernelkit import device, driver_launch
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: object())  # as if CuPy were installed
+    monkeypatch.setattr(driver_launch.Driver.__init__, "__defaults__", ("libcuda-not-on-this-machine.so.1",))
+    problem = device.gpu_problem()
+    assert problem.startswith("no usable NVIDIA GPU or driver: libcuda-not-on-this-machine.so.1 cannot be loaded")
+    assert "\n" not in problem
+
+
+@pytest.mark.parametrize("driver_version, wheel, expected", [
+    (12080, "cupy-cuda13x", "no usable NVIDIA GPU or driver: the driver supports CUDA 12.8 and CuPy (cupy-cuda13x) "
+                            "needs CUDA 13; install envs/requirements-cuda12.txt"),
+    (11080, "cupy-cuda12x", "no usable NVIDIA GPU or driver: the driver supports CUDA 11.8 and CuPy (cupy-cuda12x) "
+                            "needs CUDA 12; update the driver"),
+    (13000, "cupy-cuda13x", None),
+    (13020, "cupy-cuda12x", None),
+    (11080, None, None),  # CuPy built from source: its own start says what it needs
+])
+def test_a_driver_older_than_cupys_cuda_is_refused_with_the_requirements_that_fit(driver_version, wheel, expected):
+    from kernelkit import device
+
+    assert device.driver_too_old(driver_version, wheel) == expected

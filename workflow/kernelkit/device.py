@@ -32,6 +32,61 @@ def cupy() -> Any:
     return cp
 
 
+# CuPy's wheels and the CUDA major version each needs the driver to support.
+CUPY_WHEEL_CUDA = {"cupy-cuda12x": 12, "cupy-cuda13x": 13}
+NO_CUPY = "CuPy is not installed (No module named 'cupy'); install envs/requirements-cuda13.txt or -cuda12.txt"
+
+
+def gpu_problem() -> str | None:
+    """Why this Python cannot run the kit's GPU stages, in the sentences of `cupy()`, or None:
+    CuPy is installed, the CUDA driver loads and sees a GPU, and supports the CUDA of CuPy's wheel.
+    Asked through the driver, without importing CuPy or making a context.
+
+    Why: the workflow asks before it plans a GPU job; `cupy()` there cost Snakemake 0.6-0.8 s
+    (import and runtime start, H200, 2026-12-01) of one timing target built in about 6 s."""
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:
+        return NO_CUPY
+    count, version = ctypes.c_int(), ctypes.c_int()
+    try:
+        driver = Driver()
+        driver("cuInit", 0)
+        driver("cuDeviceGetCount", ctypes.byref(count))
+        driver("cuDriverGetVersion", ctypes.byref(version))
+    except (NoDriver, CudaError) as error:
+        return f"no usable NVIDIA GPU or driver: {str(error).removeprefix('no GPU/driver: ')}"
+    if count.value < 1:
+        return "no NVIDIA GPU is visible to the CUDA driver"
+    return driver_too_old(version.value, installed_cupy_wheel())
+
+
+def installed_cupy_wheel() -> str | None:
+    """The name of the installed CuPy wheel that fixes its CUDA major version, or None (CuPy built from source)."""
+    from importlib import metadata
+
+    for name in CUPY_WHEEL_CUDA:
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return name
+    return None
+
+
+def driver_too_old(driver_cuda_version: int, wheel: str | None) -> str | None:
+    """The sentence when the driver's CUDA version (cuDriverGetVersion: 1000 x major + 10 x minor)
+    is older than the CUDA that CuPy's wheel was built for, which then cannot start; else None."""
+    needed = CUPY_WHEEL_CUDA.get(wheel or "")
+    if needed is None or driver_cuda_version >= needed * 1000:
+        return None
+    major, minor = divmod(driver_cuda_version, 1000)
+    other = ", ".join(f"envs/requirements-cuda{cuda}.txt" for name, cuda in CUPY_WHEEL_CUDA.items()
+                      if cuda * 1000 <= driver_cuda_version)
+    return (f"no usable NVIDIA GPU or driver: the driver supports CUDA {major}.{minor // 10} and CuPy ({wheel}) needs "
+            f"CUDA {needed}" + (f"; install {other}" if other else "; update the driver"))
+
+
 # The measurement stream of each device this process has used (measurement_stream).
 _measurement_streams: dict[int, Any] = {}
 

@@ -146,11 +146,7 @@ def gpu_problem():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
-    try:
-        kit_device.cupy()
-    except KitError as error:
-        return str(error)
-    return None
+    return kit_device.gpu_problem()
 
 
 def start_worker_pools():
