@@ -472,8 +472,9 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
                 if path.parent.name != "logs"]
         assert len(jobs) == 9  # correctness, six controls, the sanitizer, the timing
         assert all(job["worker"] for job in jobs), "a job ran in its own process"
-        first_job = min(job["started_unix_s"] for job in jobs)
-        assert min(job["worker"]["started_unix_s"] for job in jobs) < first_job
+        # The pool began before any job's process did (a job-started pool begins after its job).
+        assert {job["worker"]["pool_started_unix_s"] for job in jobs} != {None}
+        assert max(job["worker"]["pool_started_unix_s"] for job in jobs) < min(job["started_unix_s"] for job in jobs)
     finally:
         for pid in pool_pids():
             with contextlib.suppress(ProcessLookupError):

@@ -86,6 +86,8 @@ def test_jobs_run_one_after_another_in_the_same_worker_with_their_own_clock(tmp_
     assert done.returncode == 0, done.stderr
     jobs = [json.loads((tmp_path / f"{name}.json").read_text())["job"] for name in ("first", "second")]
     assert jobs[0]["worker"]["pid"] == jobs[1]["worker"]["pid"]
+    # Started by the first job's process: the pool began after it.
+    assert jobs[0]["started_unix_s"] < jobs[0]["worker"]["pool_started_unix_s"] <= jobs[0]["worker"]["started_unix_s"]
     assert [job["worker"]["job_number"] for job in jobs] == [1, 2]
     # The clock starts with the client's process, not with the worker's, which started before the second client.
     assert jobs[1]["started_unix_s"] > jobs[1]["worker"]["started_unix_s"]
@@ -328,8 +330,8 @@ def test_a_pool_started_before_its_jobs_serves_the_first_job_from_a_waiting_work
     assert done.returncode == 0, done.stderr
     job = json.loads(output.read_text())["job"]
     assert job["worker"]["job_number"] == 1
-    # Ready before the job's own process began: the pool did not wait for a job to start it.
-    assert job["worker"]["started_unix_s"] < job["started_unix_s"]
+    # Begun and ready before the job's own process began: the pool did not wait for a job to start it.
+    assert job["worker"]["pool_started_unix_s"] <= job["worker"]["started_unix_s"] < job["started_unix_s"]
 
 
 def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_env):

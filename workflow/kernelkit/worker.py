@@ -42,11 +42,16 @@ import time
 from typing import Any, Iterator
 
 from kernelkit import membership
+from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
                                      WARM_UP, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
+
+
+# When this pool's first process started (before its imports): set by pool_main.
+_pool_started_unix_s: float | None = None
 
 
 class Worker:
@@ -58,8 +63,11 @@ class Worker:
         self.jobs = 0
 
     def describe(self) -> dict[str, Any]:
-        """What the job's record says about the process that ran it."""
-        return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs}
+        """What the job's record says about the process that ran it: `started_unix_s` when it was
+        ready for jobs, `pool_started_unix_s` when its pool began (before the imports)."""
+        pool_started = round(_pool_started_unix_s, 3) if _pool_started_unix_s is not None else None
+        return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs,
+                "pool_started_unix_s": pool_started}
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """The job: its command, parsed and run as `kernelkit` would, its output captured."""
@@ -232,6 +240,8 @@ def pool_main() -> None:
     kernel), and the pool is ready sooner (kit and CuPy imported in 0.56-0.69 s once, against
     0.66-0.88 s in each of eight processes at once, 1.34 s with a cold page cache). Jobs that
     arrive meanwhile wait in the socket's queue."""
+    global _pool_started_unix_s
+    _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
     warm = WARM_UP in sys.argv[2:]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
