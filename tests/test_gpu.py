@@ -468,13 +468,20 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         done = subprocess.run([snakemake, "--cores", "8", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-        jobs = [json.loads(path.read_text())["job"] for path in (REPO / "results" / run).rglob("*.json")
-                if path.parent.name != "logs"]
+        run_dir = REPO / "results" / run
+        records = {path.relative_to(run_dir).as_posix(): json.loads(path.read_text())
+                   for path in run_dir.rglob("*.json") if "logs" not in path.parts}
+        jobs = [record["job"] for record in records.values()]
         assert len(jobs) == 9  # correctness, six controls, the sanitizer, the timing
         assert all(job["worker"] for job in jobs), "a job ran in its own process"
         # The pool began before any job's process did (a job-started pool begins after its job).
         assert {job["worker"]["pool_started_unix_s"] for job in jobs} != {None}
         assert max(job["worker"]["pool_started_unix_s"] for job in jobs) < min(job["started_unix_s"] for job in jobs)
+        # The sanitizer's job makes no CUDA context of its own (its children do), so the timing
+        # after it finds no process outside the kit's on the GPU (device.compute_capability).
+        sanitizer_worker = records["sanitizer/rmsnorm.json"]["job"]["worker"]["pid"]
+        after_timing = records["timing/rmsnorm/512x128/t32/rep1.json"]["foreign_work"]["after"]
+        assert sanitizer_worker not in after_timing.get("outsiders", [])
     finally:
         for pid in pool_pids():
             with contextlib.suppress(ProcessLookupError):
@@ -496,3 +503,12 @@ def test_the_workflow_check_finds_nothing_wrong_where_cupy_runs():
 
     assert device.gpu_problem() is None
     assert device.cupy().cuda.runtime.getDeviceCount() >= 1
+
+
+def test_the_compute_capability_from_the_driver_is_cupys():
+    """device.compute_capability (the driver's query) names the binaries' target as CuPy's query does."""
+    from kernelkit import device
+
+    cupy = device.cupy()
+    for device_id in range(cupy.cuda.runtime.getDeviceCount()):
+        assert device.compute_capability(device_id) == str(cupy.cuda.Device(device_id).compute_capability)

@@ -7,6 +7,7 @@ report, diff) works on a machine without CUDA.
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -200,6 +201,35 @@ class CompiledKernel:
     binary_sha256: str = ""
 
 
+# cuDeviceGetAttribute's attributes for the compute capability (cuda.h).
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+@functools.lru_cache(maxsize=None)
+def compute_capability(device_id: int) -> str:
+    """The compute capability of CUDA device `device_id`, spelled as CuPy's
+    Device.compute_capability spells it ("90"), asked of the CUDA driver.
+
+    Why not CuPy's: the runtime's query makes the device's context, in a process that may need
+    none (the sanitizer's job only starts children), and waits behind every context other
+    processes are making. On an H200 (2026-12-01), beside seven processes making contexts, it
+    took 0.84-0.86 s, the driver's query 0.000 s; and the context it made, held by a process that
+    never took the GPU lock, made the next timing wait 0.26-0.36 s to see whether that outsider
+    computed (kernelkit.quiet_gpu.look_after)."""
+    try:
+        driver = Driver()
+        driver("cuInit", 0)
+        device = ctypes.c_int()
+        driver("cuDeviceGet", ctypes.byref(device), device_id)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        driver("cuDeviceGetAttribute", ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+        driver("cuDeviceGetAttribute", ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+    except (NoDriver, CudaError):
+        return str(cupy().cuda.Device(device_id).compute_capability)
+    return f"{major.value}{minor.value}"
+
+
 def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
     """The build's binary from the kit's cache, compiled with NVRTC (through CuPy, as its RawKernel
     does) when missing. CPU work: NVRTC needs no context."""
@@ -207,7 +237,7 @@ def compile_binary(source: str, options: tuple[str, ...]) -> binaries.Binary:
     from cupy.cuda import compiler
 
     # CuPy picks the target from these two: the device's architecture, capped by what NVRTC targets.
-    arch = cp.cuda.Device().compute_capability
+    arch = compute_capability(cp.cuda.Device().id)
     nvrtc_version = ".".join(str(part) for part in cp.cuda.nvrtc.getVersion())
     key = binaries.cache_key(source, options, str(arch), nvrtc_version, cp.__version__)
     found = binaries.cached(key)
