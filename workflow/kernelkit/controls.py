@@ -7,7 +7,6 @@ before anything of that kernel is timed (kernelkit.checks.require_checked reads 
 from __future__ import annotations
 
 import argparse
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
@@ -35,18 +34,13 @@ def cmd_control(args: argparse.Namespace) -> int:
     # control aimed at one layout need not fail in the others). Its child is a `kernelkit correctness`
     # process that shares the GPU lock itself, so this process never waits for a child while holding
     # the lock: a timing process waiting for the GPU would close the gate on the child while waiting
-    # for this parent (see kernelkit.gpulock). For a bug only threads show, the child runs beside
+    # for this parent (see kernelkit.gpulock). For a bug only threads show, the child starts beside
     # this process's own cases, which seldom catch it, instead of after them: the `barrier` control
     # took 4.6 s building one timing target from scratch on an H200 (2026-11-30), 2.6 s of it its
-    # racecheck children after its cases. And the child starts before the cases begin: started
-    # beside them, it began 1.2 s after its job in a new worker, behind this process making its
-    # CUDA context (H200, 2026-12-01), and its end is one timing target's critical path.
-    running = threading.Event()
+    # racecheck children after its cases.
     with ThreadPoolExecutor(max_workers=1) as beside:
         early = (beside.submit(tools.racecheck_control, spec.name, list(args.layout), args.control,
-                               lock_dir=args.lock_dir, running=running) if mutation.needs_gpu_to_show else None)
-        while early is not None and not running.wait(0.01) and not early.done():
-            pass  # the plan is written and the child started, or the tool is missing or failed
+                               lock_dir=args.lock_dir) if mutation.needs_gpu_to_show else None)
         cases = run_suite(spec, args.layout, args.control, settings.determinism_runs, lock=lock, clock=clock)
         print_cases(cases)
         record = suite_record(spec, cases, args.control)

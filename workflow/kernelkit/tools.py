@@ -21,7 +21,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,29 +109,23 @@ def launch_plan(spec: Any, layouts: Sequence[str], mutation: str | None = None,
         yield plan, shas
 
 
-def _run_tool(exe: str, tool: str, plan: Path, timeout_s: float,
-              running: threading.Event | None = None) -> dict[str, Any]:
+def _run_tool(exe: str, tool: str, plan: Path, timeout_s: float) -> dict[str, Any]:
     """One sanitizer tool over a launch plan in one child (kernelkit.driver_launch), which shares
-    the GPU lock itself. `running` is set once the child has started."""
+    the GPU lock itself."""
     # -S: the child needs the standard library and this package only (its path comes from the environment).
     program = [sys.executable, "-S", "-m", "kernelkit.driver_launch", str(plan)]
     started = time.monotonic()
-    child = subprocess.Popen([exe, "--tool", tool, "--print-limit", "20", *program], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=_same_kit_environment())
-    if running is not None:
-        running.set()
     try:
-        stdout, stderr = child.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        stdout, stderr = child.communicate()
-        return {"exit_code": None, "errors": None, "tail": _tail(stdout + stderr),
-                "status": f"did not finish within {timeout_s:g} s"}
-    output = stdout + stderr
+        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
+                              capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
+    output = done.stdout + done.stderr
     errors = sanitizer_errors(output)
     # The child's wall time: tool, Python and context start included (a job's critical path).
-    return {"exit_code": child.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
-            "launches": sum(1 for line in stdout.splitlines() if line.startswith(LAUNCHED)),
+    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
+            "launches": sum(1 for line in done.stdout.splitlines() if line.startswith(LAUNCHED)),
             "status": "ran" if errors is not None else "did not run to its summary"}
 
 
@@ -175,7 +168,7 @@ def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dic
 
 
 def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900,
-                      lock_dir: str | None = None, running: threading.Event | None = None) -> dict[str, Any]:
+                      lock_dir: str | None = None) -> dict[str, Any]:
     """racecheck over a negative control's mutated build of the layouts, one after the other in one
     child: `layouts`, and `hazards` (errors + warnings) for them all, or `skipped`.
 
@@ -189,7 +182,7 @@ def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: 
     if exe is None:
         return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
     with launch_plan(specs.load(kernel), layouts, control, lock_dir) as (plan, _):
-        result = _run_tool(exe, "racecheck", plan, timeout_s, running)
+        result = _run_tool(exe, "racecheck", plan, timeout_s)
     return {"layouts": layouts, **result, "hazards": result["errors"]}
 
 
