@@ -33,7 +33,6 @@ import contextlib
 import io
 import json
 import os
-import select
 import socket
 import struct
 import sys
@@ -44,7 +43,7 @@ from typing import Any, Iterator
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     WARM_UP, read_line)
+                                     read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -64,7 +63,8 @@ class Worker:
 
     def describe(self) -> dict[str, Any]:
         """What the job's record says about the process that ran it: `started_unix_s` when it was
-        ready for jobs, `pool_started_unix_s` when its pool began (before the imports)."""
+        ready for jobs, `pool_started_unix_s` when its pool began (before the imports), which
+        says how long a job waited for a pool that its own start, or the workflow's, began."""
         pool_started = round(_pool_started_unix_s, 3) if _pool_started_unix_s is not None else None
         return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs,
                 "pool_started_unix_s": pool_started}
@@ -159,13 +159,8 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
             os._exit(EXIT_JOB_GONE)
 
 
-def serve(listener: socket.socket, idle_exit_s: float, warm: bool = False) -> None:
-    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker.
-    `warm`: first set up CUDA (warm_up), unless a job is waiting already: a job that needs no
-    context (the sanitizer's starts its children at once) must not wait for one, and one that
-    needs it makes it as soon."""
-    if warm and not select.select([listener], [], [], 0)[0]:
-        warm_up()
+def serve(listener: socket.socket, idle_exit_s: float) -> None:
+    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
     worker = Worker()
     listener.settimeout(idle_exit_s)
     while True:
@@ -233,55 +228,28 @@ def idle_exit_s() -> float:
 
 def pool_main() -> None:
     """Entry of a pool's first process: take the socket name (or leave: another pool has it),
-    import what every job needs, fork the other processes before anything touches CUDA, and serve.
-
-    The imports come before the fork, once: importing CuPy loads its libraries but starts no CUDA
-    (on an H200, 2026-12-01, eight processes forked after it each made a context and ran a
-    kernel), and the pool is ready sooner (kit and CuPy imported in 0.56-0.69 s once, against
-    0.66-0.88 s in each of eight processes at once, 1.34 s with a cold page cache). Jobs that
-    arrive meanwhile wait in the socket's queue."""
+    fork the other processes before anything touches CUDA, and serve."""
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
-    warm = WARM_UP in sys.argv[2:]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
     except OSError:
         return
     listener.listen(128)
-    import kernelkit.cli  # noqa: F401
-    from kernelkit import inputs
-
-    with contextlib.suppress(ImportError):
-        import cupy  # noqa: F401
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}", flush=True)
+    # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
+    import kernelkit.cli  # noqa: F401
+    from kernelkit import inputs
+
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
-    serve(listener, idle_exit_s(), warm)
-
-
-def warm_up() -> None:
-    """Make this worker's CUDA context before its first job, holding the GPU shared as a job does
-    for its own (a context is GPU work no timing may overlap); anything that fails here fails
-    again in the job, which says it in its own sentence.
-
-    Why: a job's first stretch in a new worker was mostly the context (one timing target from
-    scratch on an H200, 2026-12-01: the correctness job's compile_and_load 0.79 s in a new
-    worker, 0.01 s in one that had run a job). A pool started before its jobs
-    (kernelkit.worker_client.start_pool) makes them while Snakemake still plans."""
-    from kernelkit import device, environment, gpujob, gpulock
-
-    try:
-        cupy = device.cupy()
-        bus_id = cupy.cuda.Device().pci_bus_id
-        key = gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
-        with gpulock.gpu_work(key, gpulock.LockSettings(), mode=gpulock.SHARED):
-            cupy.cuda.runtime.free(0)
-    except Exception:  # noqa: BLE001,S110 - see the docstring
-        pass
+    with contextlib.suppress(ImportError):
+        import cupy  # noqa: F401
+    serve(listener, idle_exit_s())
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -8,6 +8,7 @@ sanitizer's children read WORKER_VARIABLE) do not import the pool, which runs th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,10 +37,6 @@ IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # first card's pool, warm by then.
 DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "summary", "figure", "clock-figure",
                        "report"})
-# The delegated stages that touch no GPU: a pool started for them sets up no CUDA (kernelkit.worker.warm_up).
-NO_GPU_STAGES = frozenset({"summary", "figure", "clock-figure", "report"})
-# The pool argument that asks its workers to set up CUDA before their first job.
-WARM_UP = "warm-up"
 # Environment that decides what a job does on which GPU, and how many processes share its work
 # (KERNELKIT_WORKER_PROCESSES): a pool serves only jobs that agree on it. Why the size: a
 # `--cores 1` run started within `idle_exit_s` of a parallel one otherwise took the parallel run's
@@ -123,12 +120,16 @@ def _connect(address: str) -> socket.socket | None:
     return client
 
 
-def _spawn_pool(address: str, warm_up: bool) -> None:
+def worker_log() -> Path:
+    """The pools' log of this user, in the lock directory."""
+    return Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR) / f"kernelkit-worker-{os.geteuid()}.log"
+
+
+def _spawn_pool(address: str) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
-    its output goes to the lock directory's worker log, not to this job's log. `warm_up`: its
-    workers set up CUDA before they take a job (kernelkit.worker.warm_up)."""
-    log_dir = Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR)
-    path = log_dir / f"kernelkit-worker-{os.geteuid()}.log"
+    its output goes to the lock directory's worker log, not to this job's log."""
+    path = worker_log()
+    log_dir = path.parent
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
         if path.is_file() and path.stat().st_size > LOG_KEEP_BYTES:
@@ -138,8 +139,7 @@ def _spawn_pool(address: str, warm_up: bool) -> None:
         log = open(os.devnull, "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
-            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:],
-             *([WARM_UP] if warm_up else [])],
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
                                                                           os.environ.get("PYTHONPATH"))))},
@@ -185,7 +185,7 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
         client = _connect(address)
         if client is None:
             if not spawned:
-                _spawn_pool(address, warm_up=argv[0] not in NO_GPU_STAGES)
+                _spawn_pool(address)
                 spawned = True
             time.sleep(CONNECT_RETRY_S)
             continue
@@ -205,14 +205,19 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
 
 
 def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
-    """Start the pool a job with these arguments would use, its workers setting up CUDA, and send
-    it no job; a pool already there keeps its name and the new one leaves at once.
+    """Start the pool a job with these arguments would use, and send it no job; a pool already
+    there keeps its name and the new one leaves at once. The worker log says who asked.
 
     Why: the workflow calls it (in a process started as its jobs are, so that the pool's name is
-    theirs) while Snakemake still reads the workflow and builds the DAG, for a command that
-    surely runs GPU jobs. Started by the first job instead, the pool cost one timing target built
-    from scratch about 1.5 s on an H200 (2026-12-01: 5.96-6.56 s against 4.23-4.70 s with a pool
-    up): its processes came up 0.6-0.8 s after the jobs started, then made their eight CUDA
-    contexts at once, which a host makes one at a time, while the sanitizer's and the `barrier`
-    control's jobs, whose children end last, waited for theirs."""
-    _spawn_pool(pool_address(argv), warm_up=bool(argv) and argv[0] not in NO_GPU_STAGES)
+    theirs) while Snakemake still reads the workflow, for a command that surely runs GPU jobs.
+    Started by the first jobs instead, a pool's workers came up 0.6-0.8 s after them, on the
+    critical path of one timing target built from scratch (H200, 2026-12-01); started from the
+    workflow, its first process began 0.15-0.31 s before the first job in 25 such builds run
+    alone (once, under the GPU test suite, 0.01 s after it: a race, which either side may win)."""
+    address = pool_address(argv)
+    with contextlib.suppress(OSError):
+        worker_log().parent.mkdir(parents=True, exist_ok=True)
+        with open(worker_log(), "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {os.getppid()} starts pool "
+                      f"{address[1:]} before its jobs\n")
+    _spawn_pool(address)

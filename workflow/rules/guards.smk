@@ -152,9 +152,9 @@ def gpu_problem():
 def start_worker_pools():
     """Start each card's first worker pool (kernelkit.worker_client.start_pool) through the shell
     its jobs run in, with the card's prefix, so that the pool gets the name its jobs look for;
-    the pool sets up CUDA while Snakemake goes on planning. Only for a command that surely runs
-    GPU jobs here and may: a dry run, a report of records already there or a refused command
-    starts none (a pool nobody uses holds a CUDA context per process until it idles out)."""
+    the pool imports while Snakemake goes on planning. Only for a command that surely runs GPU
+    jobs here and may: a dry run, a report of records already there or a command refused for a
+    committed run starts none (a pool nobody uses idles for worker.idle_exit_s)."""
     if not POOLED or FROZEN:
         return
     for gpu in GPUS:
@@ -170,7 +170,7 @@ def check_gpu_up_front():
     if targets is None or not runs_jobs:
         return
     if gpu_surely_needed(targets):
-        start_worker_pools()  # before the check below, whose CuPy import the pools' start overlaps
+        start_worker_pools()  # before the check below, which the pools' start overlaps
         problem = gpu_problem()
         if problem:
             refuse(problem)
