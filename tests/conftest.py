@@ -51,6 +51,19 @@ def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+def pool_pids(name: str) -> list[int]:
+    """The processes of the worker pool called `name` (kernelkit.worker_client.pool_address, without
+    its leading NUL), read from their command lines."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and name.encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
 def kit_env(root: Path = REPO, **extra: str) -> dict[str, str]:
     """The environment for a `python -m kernelkit` child: the kit's package first on the path, the
     caller's path after it (where the machine keeps packages outside site-packages, as the GPU

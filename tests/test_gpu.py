@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, default_config, graph_method, kit_env
+from conftest import REPO, default_config, graph_method, kit_env, pool_pids
 
 from kernelkit import spec as specs
 from kernelkit.cli import main
@@ -454,17 +454,13 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
     name = subprocess.run([sys.executable, "-c", "from kernelkit.worker_client import pool_address; print(pool_address()[1:])"],
                           env=card, capture_output=True, text=True, check=True).stdout.strip()
 
-    def pool_pids():
-        return [int(p.name) for p in Path("/proc").iterdir()
-                if p.name.isdigit() and name.encode() in _read_or_empty(p / "cmdline")]
-
     snakemake = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
     try:
         dry = subprocess.run([snakemake, "-n", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
                              capture_output=True, text=True, timeout=120)
         assert dry.returncode == 0, dry.stderr[-2000:]
         time.sleep(1.0)
-        assert not pool_pids(), "a dry run started a worker pool"
+        assert not pool_pids(name), "a dry run started a worker pool"
         assert not (tmp_path / "locks" / f"kernelkit-worker-{os.geteuid()}.log").exists()
         done = subprocess.run([snakemake, "--cores", "8", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
@@ -486,18 +482,12 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         after_timing = records["timing/rmsnorm/512x128/t32/rep1.json"]["foreign_work"]["after"]
         assert sanitizer_worker not in after_timing.get("outsiders", [])
     finally:
-        for pid in pool_pids():
+        for pid in pool_pids(name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         for folder in ("results", "reports"):
             shutil.rmtree(REPO / folder / run, ignore_errors=True)
 
-
-def _read_or_empty(path):
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
 
 
 def test_the_workflow_check_finds_nothing_wrong_where_cupy_runs():

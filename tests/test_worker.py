@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO, default_config, kit_env
+from conftest import REPO, default_config, kit_env, pool_pids
 
 from kernelkit.records import write_record
 from kernelkit.timing import TimingSettings
@@ -28,18 +28,9 @@ def pool_env(tmp_path):
                   KERNELKIT_WORKER_IDLE_S="3", KERNELKIT_TEST_POOL=uuid.uuid4().hex)
     yield env
     name = _address(env)[1:]
-    for pid in _pool_pids(name):
+    for pid in pool_pids(name):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-
-
-def _pool_pids(name):
-    pids = []
-    for proc in Path("/proc").iterdir():
-        with contextlib.suppress(OSError):
-            if proc.name.isdigit() and name.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-    return pids
 
 
 def _address(env):
@@ -285,7 +276,7 @@ def test_a_worker_whose_job_lost_its_own_process_ends_and_lets_the_gpu_go(tmp_pa
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     address = _address(env)
     deadline = time.monotonic() + 30
-    while not _pool_pids(address[1:]) and time.monotonic() < deadline:
+    while not pool_pids(address[1:]) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(1.5)  # the worker has taken the job and sleeps in it
     assert _listening(address) and client.poll() is None
@@ -295,7 +286,7 @@ def test_a_worker_whose_job_lost_its_own_process_ends_and_lets_the_gpu_go(tmp_pa
     while _listening(address) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _listening(address), "the worker went on with a job whose process was killed"
-    assert not _pool_pids(address[1:])
+    assert not pool_pids(address[1:])
 
 
 def test_a_long_worker_log_is_set_aside_when_the_next_pool_starts(tmp_path, pool_env):
@@ -339,9 +330,9 @@ def test_a_pool_started_before_its_jobs_serves_the_first_job_from_a_waiting_work
 def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_env):
     address = _address(pool_env)
     _start_pool(pool_env)
-    assert _wait_until(lambda: _listening(address) and len(_pool_pids(address[1:])) == 2)
-    first = sorted(_pool_pids(address[1:]))
+    assert _wait_until(lambda: _listening(address) and len(pool_pids(address[1:])) == 2)
+    first = sorted(pool_pids(address[1:]))
     _start_pool(pool_env)
     time.sleep(1.0)  # a second pool would have bound the name, or left, by now
-    assert sorted(_pool_pids(address[1:])) == first
+    assert sorted(pool_pids(address[1:])) == first
 

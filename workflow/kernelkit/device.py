@@ -83,7 +83,7 @@ def driver_too_old(driver_cuda_version: int, wheel: str | None) -> str | None:
     if needed is None or driver_cuda_version >= needed * 1000:
         return None
     major, minor = divmod(driver_cuda_version, 1000)
-    other = ", ".join(f"envs/requirements-cuda{cuda}.txt" for name, cuda in CUPY_WHEEL_CUDA.items()
+    other = ", ".join(f"envs/requirements-cuda{cuda}.txt" for cuda in CUPY_WHEEL_CUDA.values()
                       if cuda * 1000 <= driver_cuda_version)
     return (f"no usable NVIDIA GPU or driver: the driver supports CUDA {major}.{minor // 10} and CuPy ({wheel}) needs "
             f"CUDA {needed}" + (f"; install {other}" if other else "; update the driver"))

@@ -214,10 +214,10 @@ def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
     critical path of one timing target built from scratch (H200, 2026-12-01); started from the
     workflow, its first process began 0.15-0.31 s before the first job in 25 such builds run
     alone (once, under the GPU test suite, 0.01 s after it: a race, which either side may win)."""
-    address = pool_address(argv)
+    address, path = pool_address(argv), worker_log()
     with contextlib.suppress(OSError):
-        worker_log().parent.mkdir(parents=True, exist_ok=True)
-        with open(worker_log(), "a", encoding="utf-8") as log:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as log:
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {os.getppid()} starts pool "
                       f"{address[1:]} before its jobs\n")
     _spawn_pool(address)
