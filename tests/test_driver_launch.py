@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from kernelkit import binaries, device, driver_launch, spec as specs, tools
+from kernelkit import binaries, device, driver_launch, spec as specs, standby, tools
 from kernelkit.inputs import rng_for
 from kernelkit.launch_plan import write_plan
 from kernelkit.output_check import SENTINEL_BITS
@@ -101,7 +101,7 @@ def test_the_child_without_a_driver_says_so_and_exits_before_any_launch(tmp_path
     spec = specs.load("rmsnorm")
     write_plan(spec, ["t32"], tools.sanitizer_cases(spec)[:1], tmp_path / "plan")
     done = subprocess.run([sys.executable, "-S", "-m", "kernelkit.driver_launch", str(tmp_path / "plan")],
-                          capture_output=True, text=True, timeout=60, env=tools._same_kit_environment())
+                          capture_output=True, text=True, timeout=60, env=standby.child_environment())
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("no GPU/driver: libcuda.so.1 cannot be loaded") and "Traceback" not in done.stderr
 
@@ -109,7 +109,7 @@ def test_the_child_without_a_driver_says_so_and_exits_before_any_launch(tmp_path
 def test_the_child_imports_the_standard_library_and_the_lock_only():
     done = subprocess.run([sys.executable, "-S", "-c", "import sys, kernelkit.driver_launch, kernelkit.gpulock; "
                            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'cupy', 'kernelkit')))"],
-                          capture_output=True, text=True, timeout=60, env=tools._same_kit_environment())
+                          capture_output=True, text=True, timeout=60, env=standby.child_environment())
     assert json.loads(done.stdout.replace("'", '"')) == ["kernelkit", "kernelkit.driver_launch", "kernelkit.gpulock",
                                                           "kernelkit.membership"]
 

@@ -444,8 +444,10 @@ def test_a_measurement_switches_to_the_other_context_and_back_only_when_asked(sw
 
 
 def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(tmp_path):
-    """The workflow starts the card's worker pool while Snakemake plans (kernelkit.worker_client.start_pool),
-    the jobs run in it, and the sanitizer's job leaves no context of its own; a dry run starts no pool."""
+    """The workflow starts the card's worker pool while Snakemake plans (kernelkit.worker_client.start_pool)
+    and the sanitizer's children as the jobs start (kernelkit.standby); the jobs run in the pool and
+    hand their plans to those children, and the sanitizer's job leaves no context of its own; a dry
+    run starts no pool."""
     run = f"pytest-pool-{uuid.uuid4().hex[:8]}"
     target = f"results/{run}/timing/rmsnorm/512x128/t32/rep1.json"
     # A lock directory, and so a pool, of this test's own; one card, as a job on card 0 sees it.
@@ -481,10 +483,22 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         sanitizer_worker = records["sanitizer/rmsnorm.json"]["job"]["worker"]["pid"]
         after_timing = records["timing/rmsnorm/512x128/t32/rep1.json"]["foreign_work"]["after"]
         assert sanitizer_worker not in after_timing.get("outsiders", [])
+        # The workflow started the sanitizer's children as the jobs began (kernelkit.standby): the
+        # sanitizer's two and the `barrier` control's racecheck child were each waiting, and
+        # none is left waiting.
+        if shutil.which("compute-sanitizer"):
+            tools = records["sanitizer/rmsnorm.json"]["tools"]
+            assert all("waiting_child" in tools[tool] and tools[tool]["errors"] == 0 for tool in ("memcheck", "racecheck"))
+            barrier = records["controls/rmsnorm/barrier.json"]["racecheck"]
+            assert "waiting_child" in barrier and barrier["hazards"] > 0
+            assert not list((tmp_path / "locks").glob("kernelkit-standby-*/*/*"))
     finally:
         for pid in pool_pids(name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+        for supervisor in (tmp_path / "locks").glob("kernelkit-standby-*/*/*/supervisor"):
+            with contextlib.suppress(OSError, ValueError):
+                os.killpg(int(supervisor.read_text()), signal.SIGKILL)
         for folder in ("results", "reports"):
             shutil.rmtree(REPO / folder / run, ignore_errors=True)
 

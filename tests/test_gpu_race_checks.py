@@ -163,3 +163,33 @@ def test_sanitizer_runs_only_the_chosen_cases_and_is_clean_on_the_real_kernels(t
             assert {tool: result["launches"] for tool, result in record["tools"].items()} == {
                 "memcheck": len(record["cases"]), "racecheck": len(record["cases"])}
             assert record["binaries"] == {layout: device.compile_layout(spec, layout).binary_sha256}
+
+
+def test_a_waiting_child_sees_the_race_a_new_child_sees(tmp_path, monkeypatch):
+    """A racecheck child started before its plan (kernelkit.standby) and claimed by the `barrier`
+    control's run finds the race a child started by that run finds, over the same launches."""
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer is not on the PATH (no child is started then)")
+    from kernelkit import standby, tools
+
+    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path / "locks"))
+    assert len(standby.start({"racecheck": 1, "memcheck": 1})) == 2
+    waited = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
+    fresh = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
+    assert "waiting_child" in waited and "waiting_child" not in fresh
+    assert waited["hazards"] > 0 and fresh["hazards"] > 0 and waited["launches"] == fresh["launches"] > 0
+    record = tools.sanitize("rmsnorm", ["t32", "t256"])  # the memcheck child waits; racecheck's is new
+    assert "waiting_child" in record["tools"]["memcheck"] and "waiting_child" not in record["tools"]["racecheck"]
+    assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
+    assert not list((tmp_path / "locks").glob("kernelkit-standby-*/*/*"))
+
+
+def test_the_waiting_childs_lock_key_from_the_driver_is_the_jobs():
+    """driver_launch.lock_key (the driver's UUID, no NVML, no context) names the lock that the
+    kit's jobs name through NVML (kernelkit.gpujob.gpu_key), so a waiting child made its context
+    holding the jobs' lock."""
+    from kernelkit import driver_launch, environment, gpujob
+
+    driver = driver_launch.Driver()
+    bus_id = device.cupy().cuda.Device(0).pci_bus_id
+    assert driver_launch.lock_key(driver, driver_launch.first_device(driver)) == gpujob.gpu_key(environment.Nvml(bus_id), bus_id)

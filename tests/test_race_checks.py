@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO, default_config, padded_output
 
-from kernelkit import KitError, determinism, spec as specs, tools, verify
+from kernelkit import KitError, determinism, spec as specs, standby, tools, verify
 from kernelkit.checks import CheckSettings, check_case
 from kernelkit.controls import catching_check
 from kernelkit.tools import sanitizer_cases
@@ -393,7 +393,7 @@ def test_tool_children_run_this_kit_whatever_else_is_installed(monkeypatch):
     import sys
 
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
-    env = tools._same_kit_environment()
+    env = standby.child_environment()
     first, rest = env["PYTHONPATH"].split(os.pathsep, 1)
     assert Path(first) == Path(tools.__file__).resolve().parent.parent and rest == "/elsewhere"
     done = subprocess.run([sys.executable, "-c", "import kernelkit, sys; print(kernelkit.__file__)"], env=env,

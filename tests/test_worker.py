@@ -159,9 +159,9 @@ def test_each_repeat_beyond_the_first_has_a_pool_of_its_own():
 
 
 def test_the_sanitizer_children_run_in_their_own_process():
-    from kernelkit import tools
+    from kernelkit import standby
 
-    assert tools._same_kit_environment()[worker.WORKER_VARIABLE] == "0"
+    assert standby.child_environment()[worker.WORKER_VARIABLE] == "0"
 
 
 def test_only_the_set_up_heavy_stages_are_delegated(monkeypatch):

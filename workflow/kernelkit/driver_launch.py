@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -85,22 +86,46 @@ def scalar(kind: str, value: float | int) -> ctypes._SimpleCData:
     return SCALAR_TYPES[kind](value)
 
 
+def first_device(driver: Driver) -> ctypes.c_int:
+    """Device 0 (the one CUDA_VISIBLE_DEVICES leaves first), the driver started; no context yet."""
+    count = ctypes.c_int()
+    try:
+        driver("cuInit", 0)
+        driver("cuDeviceGetCount", ctypes.byref(count))
+    except CudaError as error:
+        raise NoDriver(f"no GPU/driver: {error}") from None
+    if count.value < 1:
+        raise NoDriver("no GPU/driver: the CUDA driver sees no GPU")
+    device = ctypes.c_int()
+    driver("cuDeviceGet", ctypes.byref(device), 0)
+    return device
+
+
+def lock_key(driver: Driver, device: ctypes.c_int) -> str | None:
+    """The device's GPU-lock key as the kit's jobs name it (kernelkit.gpujob.gpu_key: NVML's UUID,
+    `GPU-` and 16 bytes in 8-4-4-4-12 hex), read from the driver, which needs no context; None
+    where the driver's two UUIDs differ (a MIG instance, whose lock is its GPU's)."""
+    uuids = []
+    for name in ("cuDeviceGetUuid", "cuDeviceGetUuid_v2"):
+        uuid = (ctypes.c_ubyte * 16)()
+        try:
+            driver(name, ctypes.byref(uuid), device)
+        except (CudaError, AttributeError):
+            continue
+        uuids.append(bytes(uuid).hex())
+    if not uuids or len(set(uuids)) != 1:
+        return None
+    text = uuids[0]
+    return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 class Session:
     """One context on device 0 (the one CUDA_VISIBLE_DEVICES leaves first), the plan's modules and
     buffers; everything is freed by `close`, which destroys the context."""
 
     def __init__(self, driver: Driver) -> None:
         self.driver = driver
-        count = ctypes.c_int()
-        try:
-            driver("cuInit", 0)
-            driver("cuDeviceGetCount", ctypes.byref(count))
-        except CudaError as error:
-            raise NoDriver(f"no GPU/driver: {error}") from None
-        if count.value < 1:
-            raise NoDriver("no GPU/driver: the CUDA driver sees no GPU")
-        self.device = ctypes.c_int()
-        driver("cuDeviceGet", ctypes.byref(self.device), 0)
+        self.device = first_device(driver)
         self.context = ctypes.c_void_p()
         driver("cuDevicePrimaryCtxRetain", ctypes.byref(self.context), self.device)
         driver("cuCtxSetCurrent", self.context)
@@ -198,13 +223,56 @@ def run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
     return 0
 
 
+def wait_and_run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
+    """A child started before its plan (kernelkit.standby): make the context holding the GPU
+    shared, say so in `ready`, wait for a claimant's plan and run it as `run` does; leave, the
+    context destroyed inside a shared hold, when nobody hands it one."""
+    from kernelkit import gpulock, membership, standby
+
+    spec = standby.read_json(directory / standby.SPEC) or {}
+    driver = Driver(driver_library)
+    key = lock_key(driver, first_device(driver))
+    if key is None:
+        return 0
+    settings = gpulock.shared_hold_settings()
+    began = time.monotonic()
+    with gpulock.gpu_work(key, settings, mode=gpulock.SHARED):
+        session = Session(driver)
+    context_s = time.monotonic() - began
+    print(f"context ready in {1000 * context_s:.1f} ms", flush=True)
+    standby.write_json(directory / standby.READY, {
+        "key": key, "lock_path": str(settings.lock_dir() / gpulock.lock_name(key)), "pid": os.getpid(),
+        "ready_unix_s": time.time(), "context_s": round(context_s, 3)})
+    go = standby.wait_for_go(directory, float(spec.get("idle_s", 30.0)))
+    if not go or not go.get("plan"):
+        with contextlib.suppress(OSError):
+            (directory / standby.GO).unlink()  # the shell then removes the directory
+        with gpulock.gpu_work(key, settings, mode=gpulock.SHARED):
+            membership.note_leaving()
+            session.close()
+        return 0
+    plan_directory = Path(go["plan"])
+    plan = read_plan(plan_directory)
+    lock = plan.get("lock")
+    print(f"plan handed over after {time.monotonic() - began - context_s:.3f} s of waiting", flush=True)
+    with (gpulock.gpu_work(lock["key"], gpulock.LockSettings(**lock["settings"]), mode=gpulock.SHARED)
+          if lock else contextlib.nullcontext()):
+        try:
+            run_launches(session, plan, plan_directory)
+        finally:
+            membership.note_leaving()
+            session.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
-    if len(arguments) != 1:
-        print("usage: python -m kernelkit.driver_launch PLAN_DIR", file=sys.stderr)
+    waiting = arguments[:1] == ["--wait"]
+    if len(arguments) != 1 + waiting:
+        print("usage: python -m kernelkit.driver_launch [--wait] PLAN_DIR", file=sys.stderr)
         return 2
     try:
-        return run(Path(arguments[0]))
+        return wait_and_run(Path(arguments[1])) if waiting else run(Path(arguments[0]))
     except (PlanError, NoDriver) as error:
         print(error, file=sys.stderr)
         return 2

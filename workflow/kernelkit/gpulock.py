@@ -109,6 +109,13 @@ class LockSettings:
         return {**asdict(self), "lock_dir": str(self.lock_dir())}
 
 
+def shared_hold_settings() -> LockSettings:
+    """Settings for a process that only ever holds the GPU shared and reads no config (a waiting
+    sanitizer child, kernelkit.standby): a shared hold reads `enabled` and the directory alone,
+    and the directory comes from the environment, as the jobs' does."""
+    return LockSettings(enabled=True, dir=None, wait_for_idle=False, idle_timeout_s=0.0, idle_poll_s=0.0)
+
+
 def add_arguments(parser: Any) -> None:
     """The lock's one option outside a stage's --settings: where the lock files live."""
     parser.add_argument("--lock-dir", help=f"directory of the per-GPU lock files (default: gpu_lock.dir, else "

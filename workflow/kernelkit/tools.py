@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from kernelkit import KitError, environment, spec as specs
+from kernelkit import KitError, environment, spec as specs, standby
 from kernelkit.driver_launch import LAUNCHED
 from kernelkit.records import write_record
 
@@ -48,17 +48,6 @@ NCU_METRICS = {
 
 def _kit(*args: str) -> list[str]:
     return [sys.executable, "-m", "kernelkit", *args]
-
-
-def _same_kit_environment() -> dict[str, str]:
-    """The environment for a child `kernelkit`: this process's package first on the path, so the
-    child under the tool runs this kit even where another copy is installed; and no worker pool,
-    since the tool must watch the child's own process (kernelkit.worker)."""
-    from kernelkit.worker_client import WORKER_VARIABLE
-
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": package_parent + (os.pathsep + path if path else ""), WORKER_VARIABLE: "0"}
 
 
 def _tail(text: str, lines: int = 15) -> str:
@@ -98,35 +87,57 @@ def _child_lock(lock_dir: str | None) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def launch_plan(spec: Any, layouts: Sequence[str], mutation: str | None = None,
-                lock_dir: str | None = None) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A temporary plan of the layouts' sanitizer cases (kernelkit.launch_plan) and each layout's
-    binary SHA-256; the plan is deleted after the body."""
+                lock_dir: str | None = None) -> Iterator[tuple[Path, dict[str, str], dict[str, Any]]]:
+    """A temporary plan of the layouts' sanitizer cases (kernelkit.launch_plan), each layout's
+    binary SHA-256 and the GPU lock the child shares; the plan is deleted after the body."""
     from kernelkit.launch_plan import write_plan
 
     with tempfile.TemporaryDirectory(prefix="kernelkit-plan-") as folder:
         plan = Path(folder)
-        shas = write_plan(spec, layouts, sanitizer_cases(spec), plan, mutation, _child_lock(lock_dir))
-        yield plan, shas
+        lock = _child_lock(lock_dir)
+        shas = write_plan(spec, layouts, sanitizer_cases(spec), plan, mutation, lock)
+        yield plan, shas, lock
 
 
-def _run_tool(exe: str, tool: str, plan: Path, timeout_s: float) -> dict[str, Any]:
+def _in_waiting_child(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
+    """The plan run by a child that started before it (kernelkit.standby) and was claimed here:
+    its exit code (None: killed at the timeout), output and waits; None when no such child can
+    run it, and the caller starts one."""
+    from kernelkit import gpulock
+
+    if not lock:
+        return None  # a plan that shares no lock: a waiting child made its context holding one
+    claimed = standby.claim(tool, exe)
+    if claimed is None:
+        return None
+    lock_path = gpulock.LockSettings(**lock["settings"]).lock_dir() / gpulock.lock_name(lock["key"])
+    return claimed.run(plan, lock["key"], str(lock_path), timeout_s)
+
+
+def _run_tool(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """One sanitizer tool over a launch plan in one child (kernelkit.driver_launch), which shares
-    the GPU lock itself."""
-    # -S: the child needs the standard library and this package only (its path comes from the environment).
-    program = [sys.executable, "-S", "-m", "kernelkit.driver_launch", str(plan)]
+    the GPU lock itself: a child already waiting for a plan when there is one, else a new one."""
     started = time.monotonic()
-    try:
-        done = subprocess.run([exe, "--tool", tool, "--print-limit", "20", *program],
-                              capture_output=True, text=True, timeout=timeout_s, env=_same_kit_environment())
-    except subprocess.TimeoutExpired as error:
-        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
-        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
-    output = done.stdout + done.stderr
+    ran = _in_waiting_child(exe, tool, plan, lock, timeout_s)
+    if ran is None:
+        try:
+            done = subprocess.run([exe, "--tool", tool, *standby.TOOL_OPTIONS, *standby.child_program(plan)],
+                                  capture_output=True, text=True, timeout=timeout_s, env=standby.child_environment())
+            ran = {"exit_code": done.returncode, "output": done.stdout + done.stderr}
+        except subprocess.TimeoutExpired as error:
+            output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+            ran = {"exit_code": None, "output": output}
+    output = ran["output"]
+    if ran["exit_code"] is None:
+        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s",
+                **({"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {})}
     errors = sanitizer_errors(output)
-    # The child's wall time: tool, Python and context start included (a job's critical path).
-    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
-            "launches": sum(1 for line in done.stdout.splitlines() if line.startswith(LAUNCHED)),
-            "status": "ran" if errors is not None else "did not run to its summary"}
+    # The child's wall time from this job's side: for a new child, the tool's, Python's and the
+    # context's start included (a job's critical path); for a waiting one, from its claim.
+    return {"exit_code": ran["exit_code"], "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
+            "launches": sum(1 for line in output.splitlines() if line.startswith(LAUNCHED)),
+            "status": "ran" if errors is not None else "did not run to its summary",
+            **({"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {})}
 
 
 def _at_once(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -157,8 +168,8 @@ def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dic
     spec = specs.load(kernel)
 
     def both_tools(chosen: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
-        with launch_plan(spec, chosen) as (plan, shas):
-            return {"tools": _at_once({tool: lambda tool=tool: _run_tool(exe, tool, plan, timeout_s)
+        with launch_plan(spec, chosen) as (plan, shas, lock):
+            return {"tools": _at_once({tool: lambda tool=tool: _run_tool(exe, tool, plan, lock, timeout_s)
                                        for tool in SANITIZER_TOOLS})}, shas
 
     record, shas = both_tools(layouts)
@@ -181,8 +192,8 @@ def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: 
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
-    with launch_plan(specs.load(kernel), layouts, control, lock_dir) as (plan, _):
-        result = _run_tool(exe, "racecheck", plan, timeout_s)
+    with launch_plan(specs.load(kernel), layouts, control, lock_dir) as (plan, _, lock):
+        result = _run_tool(exe, "racecheck", plan, lock, timeout_s)
     return {"layouts": layouts, **result, "hazards": result["errors"]}
 
 
@@ -289,7 +300,7 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
                      "--metrics", ",".join(NCU_METRICS)]
     program = _kit("profile-call", "--kernel", kernel, "--shape", shape, "--layout", layout)
     done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s,
-                          env=_same_kit_environment())
+                          env=standby.child_environment())
     output = done.stdout + done.stderr
     launches = ncu_metrics(done.stdout)
     if not launches:

@@ -53,7 +53,7 @@ EXIT_INTERNAL = 3
 LOG_KEEP_BYTES = 1 << 20
 
 
-def _kit_fingerprint() -> str:
+def kit_fingerprint() -> str:
     """The kit's own code as this process would import it: path, size and change time of each module."""
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"{sys.executable}\0{package}\0".encode())
@@ -99,7 +99,7 @@ def pool_address(argv: Sequence[str] = ()) -> str:
     module's docstring): one per repeat beyond the first (REPEATED)."""
     repeat = repeat_of(argv)
     suffix = f"-repeat{repeat}" if repeat is not None and repeat > 1 else ""
-    return f"\0kernelkit-worker-{os.geteuid()}-{_kit_fingerprint()}{suffix}"
+    return f"\0kernelkit-worker-{os.geteuid()}-{kit_fingerprint()}{suffix}"
 
 
 def enabled(command: str | None) -> bool:

@@ -205,11 +205,47 @@ check_targets()
 check_gpu_up_front()
 
 
+def sanitizer_children_wanted(jobs):
+    """Per card, how many children of each compute-sanitizer tool the jobs will start: memcheck
+    and racecheck for each sanitizer job, racecheck for each negative control whose bug only
+    threads show (kernelkit.controls)."""
+    wanted = {}
+    for job in jobs:
+        if job.rule.name == "sanitize":
+            tools = ("memcheck", "racecheck")
+        elif job.rule.name == "negative_control" and SPECS[job.wildcards.kernel].mutations[job.wildcards.control].needs_gpu_to_show:
+            tools = ("racecheck",)
+        else:
+            continue
+        counts = wanted.setdefault(card_of(job.wildcards), {})
+        for tool in tools:
+            counts[tool] = counts.get(tool, 0) + 1
+    return wanted
+
+
+def start_waiting_sanitizer_children(jobs):
+    """Start the sanitizer's children before the jobs that will claim them (kernelkit.standby),
+    through the jobs' shell and card prefix, so they are on the jobs' card and in their
+    environment. Not where the jobs' Python is not this process's (conda) or an allocation
+    picks the card (GPUS is None): their children would never be claimed."""
+    from snakemake.settings.types import DeploymentMethod
+
+    if not GPUS or DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return
+    for card, counts in sanitizer_children_wanted(jobs).items():
+        subprocess.Popen(
+            kit_cards.pin(card) + "exec python -m kernelkit.standby "
+            + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())),
+            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+
 def before_first_job():
     """Snakemake's onstart: the DAG is built, no job has started, and dry runs never get here."""
     jobs = list(workflow.dag.needrun_jobs())
     refuse_to_overwrite_committed(jobs)
     refuse_without_gpu(jobs)
+    start_waiting_sanitizer_children(jobs)
     for removed in kit_records.remove_abandoned_temps(paths.path(paths.RUN_DIR, run=RUN)):
         print(f"kernelkit: removed {removed}, left by an interrupted write", file=sys.stderr)
 
