@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -452,9 +453,7 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
     target = f"results/{run}/timing/rmsnorm/512x128/t32/rep1.json"
     # A lock directory, and so a pool, of this test's own; one card, as a job on card 0 sees it.
     env = kit_env(KERNELKIT_LOCK_DIR=str(tmp_path / "locks"))
-    card = {**env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "0"}
-    name = subprocess.run([sys.executable, "-c", "from kernelkit.worker_client import pool_address; print(pool_address()[1:])"],
-                          env=card, capture_output=True, text=True, check=True).stdout.strip()
+    name = None
 
     snakemake = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
     try:
@@ -462,8 +461,7 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
                              capture_output=True, text=True, timeout=120)
         assert dry.returncode == 0, dry.stderr[-2000:]
         time.sleep(1.0)
-        assert not pool_pids(name), "a dry run started a worker pool"
-        assert not (tmp_path / "locks" / f"kernelkit-worker-{os.geteuid()}.log").exists()
+        assert not (tmp_path / "locks" / f"kernelkit-worker-{os.geteuid()}.log").exists(), "a dry run started a worker pool"
         done = subprocess.run([snakemake, "--cores", "8", "--config", f"run={run}", "--", target], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -476,7 +474,8 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         # The workflow started the pool (whether it bound the name before the first job's own
         # start did is a race of a few tenths of a second, measured, not asserted).
         log = (tmp_path / "locks" / f"kernelkit-worker-{os.geteuid()}.log").read_text()
-        assert log.count(f"starts pool {name} before its jobs") == 1
+        (name,) = re.findall(r"kernelkit workflow \d+ starts pool (\S+) before its jobs", log)
+        assert f"serving {name}" in log
         assert {job["worker"]["pool_started_unix_s"] for job in jobs} != {None}
         # The sanitizer's job makes no CUDA context of its own (its children do), so the timing
         # after it finds no process outside the kit's on the GPU (device.compute_capability).
@@ -493,7 +492,7 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
             assert "waiting_child" in barrier and barrier["hazards"] > 0
             assert not list((tmp_path / "locks").glob("kernelkit-standby-*/*/*"))
     finally:
-        for pid in pool_pids(name):
+        for pid in pool_pids(name) if name else []:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         for supervisor in (tmp_path / "locks").glob("kernelkit-standby-*/*/*/supervisor"):

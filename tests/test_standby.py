@@ -169,3 +169,17 @@ def test_without_compute_sanitizer_no_child_starts(tmp_path, monkeypatch):
 def test_the_starter_refuses_a_bad_word_in_one_sentence(capsys):
     assert standby.main(["racecheck=two"]) == 2
     assert capsys.readouterr().err == "kernelkit.standby: 'racecheck=two' is not TOOL=COUNT; tools: memcheck, racecheck\n"
+
+
+def test_a_worker_finds_the_children_the_workflow_started_for_its_card(monkeypatch, tmp_path):
+    """A pool's processes run with the kit's path first on PYTHONPATH (kernelkit.worker_client),
+    the workflow's starter with the jobs' own: both must look in one place. A card of its own
+    (CUDA_VISIBLE_DEVICES) is another place."""
+    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setenv("PYTHONPATH", "/the/jobs/path")
+    jobs = standby.root()
+    monkeypatch.setenv("PYTHONPATH", "/the/kit:/the/jobs/path")
+    assert standby.root() == jobs
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert standby.root() != jobs

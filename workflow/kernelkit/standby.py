@@ -70,11 +70,17 @@ def child_program(plan_or_directory: Path, waiting: bool = False) -> list[str]:
     return [sys.executable, "-S", "-m", "kernelkit.driver_launch", *(["--wait"] if waiting else []), str(plan_or_directory)]
 
 
+# The environment a child's launches depend on, beside the kit and the Python. Not all that keys a
+# worker pool: a pool's processes run with the kit's path put first on PYTHONPATH, and their
+# jobs must find the children the workflow started with the jobs' own environment. Which GPU a
+# child is on is checked when it is claimed (its lock key).
+CHILD_KEYED_PREFIXES = ("CUDA_", "LD_")
+
+
 def root() -> Path:
-    """Where this user's waiting children of this kit and environment are (the same fingerprint as
-    the kit's worker pool: kit source, Python, and the environment that picks the GPU)."""
+    """Where this user's waiting children of this kit, Python and CUDA environment are."""
     lock_dir = Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR)
-    return lock_dir / f"kernelkit-standby-{os.geteuid()}" / kit_fingerprint()
+    return lock_dir / f"kernelkit-standby-{os.geteuid()}" / kit_fingerprint(CHILD_KEYED_PREFIXES)
 
 
 def _alive(pid: int) -> bool:

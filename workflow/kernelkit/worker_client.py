@@ -53,15 +53,16 @@ EXIT_INTERNAL = 3
 LOG_KEEP_BYTES = 1 << 20
 
 
-def kit_fingerprint() -> str:
-    """The kit's own code as this process would import it: path, size and change time of each module."""
+def kit_fingerprint(keyed_prefixes: tuple[str, ...] = KEYED_PREFIXES) -> str:
+    """The kit's own code as this process would import it (path, size and change time of each
+    module), the Python, and the environment variables that begin with `keyed_prefixes`."""
     package = Path(__file__).resolve().parent
     digest = hashlib.sha256(f"{sys.executable}\0{package}\0".encode())
     for path in sorted(package.rglob("*.py")):
         info = path.stat()
         digest.update(f"{path.relative_to(package)}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
     for name in sorted(os.environ):
-        if name.startswith(KEYED_PREFIXES) and name not in UNKEYED:
+        if name.startswith(keyed_prefixes) and name not in UNKEYED:
             digest.update(f"{name}={os.environ[name]}\0".encode())
     return digest.hexdigest()[:24]
 
