@@ -33,7 +33,6 @@ import contextlib
 import io
 import json
 import os
-import select
 import socket
 import struct
 import sys
@@ -43,8 +42,8 @@ from typing import Any, Iterator
 
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
-from kernelkit.worker_client import (AHEAD_OF_JOBS, DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE,
-                                     PROCESSES_VARIABLE, read_line)
+from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
+                                     read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -160,13 +159,8 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
             os._exit(EXIT_JOB_GONE)
 
 
-def serve(listener: socket.socket, idle_exit_s: float, ahead_of_jobs: bool = False) -> None:
-    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker.
-    `ahead_of_jobs`: first make the CUDA context (make_context), unless a job waits already: the
-    sanitizer's job needs no context (its children make their own), and a job that needs one
-    makes it as soon itself."""
-    if ahead_of_jobs and not select.select([listener], [], [], 0)[0]:
-        make_context()
+def serve(listener: socket.socket, idle_exit_s: float) -> None:
+    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
     worker = Worker()
     listener.settimeout(idle_exit_s)
     while True:
@@ -192,28 +186,6 @@ def serve(listener: socket.socket, idle_exit_s: float, ahead_of_jobs: bool = Fal
         if reply["ends_worker"]:
             break
     retire()
-
-
-def make_context() -> None:
-    """Make this worker's CUDA context before its first job, holding the GPU shared as a job does
-    for its own (a context is GPU work no timing may overlap); anything that fails here fails
-    again in the job, which says it in its own sentence.
-
-    Why: in a new worker the first job's first stretch was mostly its context, made beside every
-    other new worker's: one timing target built from scratch on an H200 (2026-12-01) waited for
-    the `barrier` control, whose compile_and_load took 0.74-0.90 s in a new worker and 0.01 s in
-    one that had run a job. A pool the workflow started before its jobs (start_pool) makes them
-    while Snakemake still plans."""
-    from kernelkit import device, environment, gpujob, gpulock
-
-    try:
-        cupy = device.cupy()
-        bus_id = cupy.cuda.Device().pci_bus_id
-        key = gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
-        with gpulock.gpu_work(key, gpulock.LockSettings(), mode=gpulock.SHARED):
-            cupy.cuda.runtime.free(0)
-    except Exception:  # noqa: BLE001,S110 - see the docstring
-        pass
 
 
 def retire() -> None:
@@ -277,7 +249,7 @@ def pool_main() -> None:
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
-    serve(listener, idle_exit_s(), ahead_of_jobs=AHEAD_OF_JOBS in sys.argv[2:])
+    serve(listener, idle_exit_s())
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

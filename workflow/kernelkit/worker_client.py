@@ -126,14 +126,9 @@ def worker_log() -> Path:
     return Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR) / f"kernelkit-worker-{os.geteuid()}.log"
 
 
-# The pool argument that asks its processes to make their CUDA context before their first job.
-AHEAD_OF_JOBS = "ahead-of-jobs"
-
-
-def _spawn_pool(address: str, ahead_of_jobs: bool = False) -> None:
+def _spawn_pool(address: str) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
-    its output goes to the lock directory's worker log, not to this job's log. `ahead_of_jobs`:
-    started before any job asked for it (start_pool), so its processes may set up CUDA first."""
+    its output goes to the lock directory's worker log, not to this job's log."""
     path = worker_log()
     log_dir = path.parent
     try:
@@ -145,8 +140,7 @@ def _spawn_pool(address: str, ahead_of_jobs: bool = False) -> None:
         log = open(os.devnull, "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
-            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:],
-             *([AHEAD_OF_JOBS] if ahead_of_jobs else [])],
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
                                                                           os.environ.get("PYTHONPATH"))))},
@@ -227,4 +221,4 @@ def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
         with open(path, "a", encoding="utf-8") as log:
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {os.getppid()} starts pool "
                       f"{address[1:]} before its jobs\n")
-    _spawn_pool(address, ahead_of_jobs=True)
+    _spawn_pool(address)
