@@ -1,3 +1,6 @@
+import contextlib
+import functools
+import io
 import json
 import os
 import re
@@ -84,6 +87,119 @@ os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or m
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
 # One pool per repeat (kernelkit.worker_client.REPEATED), sharing the host's memory.
 os.environ.setdefault(POOLS_VARIABLE, str(config["timing"]["repeats"]))
+
+
+def committed_files(run_dir):
+    """The files of a run directory that git tracks: committed evidence."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--", run_dir],
+            cwd=workflow.basedir,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return listed.stdout.split() if listed.returncode == 0 else []
+
+
+# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
+# file times must not make Snakemake redo it (inputs of its GPU rules are ancient()). What is
+# missing still needs the GPU, and guards.smk refuses that unless overwrite is given.
+FROZEN = bool(committed_files(paths.path(paths.RUN_DIR, run=RUN))) and not OVERWRITE
+
+
+# Options after which Snakemake runs no job: they get no GPU check.
+NO_JOB_OPTIONS = ("dryrun", "lint", "list_rules", "list_target_rules", "unlock", "report", "dag",
+                  "rulegraph", "filegraph", "d3dag", "summary", "detailed_summary", "touch",
+                  "cleanup_metadata", "cleanup_shadow", "list_changes", "list_input_changes",
+                  "list_params_changes", "list_untracked", "list_conda_envs", "conda_create_envs_only",
+                  "conda_cleanup_envs", "containerize", "generate_unit_tests", "print_compilation",
+                  "export_cwl", "delete_all_output", "delete_temp_output", "archive")
+
+
+@functools.lru_cache(maxsize=None)
+def command_line():
+    """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs
+    on this machine, or (None, None) where there is no command to read (a job's own process,
+    Snakemake run as a library). Snakemake hands neither to the Snakefile while it is read, so
+    the command line is parsed again by Snakemake's own parser, profiles included (the SLURM
+    profile names its executor there), with the parser's messages silenced: Snakemake's own
+    parse of the same line has printed them already."""
+    if not workflow.is_main_process or os.path.basename(sys.argv[0]) != "snakemake":
+        return None, None
+    from snakemake.cli import parse_args
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            _, args = parse_args(sys.argv[1:])
+    except (Exception, SystemExit):
+        return None, None
+    local = getattr(args, "executor", None) in (None, "local")
+    runs_jobs = local and not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
+    return tuple(args.targets or []), runs_jobs
+
+
+def template_pattern(template):
+    """A result template (`results/{run}/...`) as a pattern matching its paths, each wildcard one name."""
+    body = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+    return re.compile(f"^{body}$")
+
+
+GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CARD_ENVIRONMENT, paths.CARD_CEILING, paths.CORRECTNESS, paths.CONTROL, paths.TIMING,
+               paths.SPAN, paths.SANITIZER, paths.PROFILE]
+
+
+def gpu_surely_needed(targets):
+    """Whether the command must run a GPU job, read from the targets and the files alone: the
+    run's environment record is missing (every target of the run needs it), or a named GPU
+    record is. Anything less certain is left to the check before the first job."""
+    run_dir = paths.path(paths.RUN_DIR, run=RUN)
+    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
+    names = [os.path.normpath(t) for t in targets] if targets else ["all"]
+    if not os.path.exists(paths.path(paths.ENVIRONMENT, run=RUN)) and any(
+        name == "all" or name.startswith((f"{run_dir}/", f"{report_dir}/")) for name in names
+    ):
+        return True
+    return any(
+        name.startswith(f"{run_dir}/") and template_pattern(template).match(name) and not os.path.exists(name)
+        for name in names
+        for template in GPU_RECORDS
+    )
+
+
+def start_worker_pools(cards):
+    """Start the cards' first worker pools (kernelkit.worker_client.start_pool) through the shell
+    their jobs run in, with each card's prefix, so that a pool gets the name its jobs look for;
+    a pool imports while Snakemake goes on reading and planning. Only for a command that surely
+    runs GPU jobs of this run here and may: a dry run, a report of records already there or a
+    command refused for a committed run starts none (a pool nobody uses idles for
+    worker.idle_exit_s)."""
+    targets, runs_jobs = command_line()
+    if (targets is None or not runs_jobs or FROZEN or os.environ[WORKER_VARIABLE] != "1"
+            or not gpu_surely_needed(targets)):
+        return
+    for gpu in cards:
+        subprocess.Popen(
+            f"{kit_cards.pin(gpu)}exec python -c 'from kernelkit.worker_client import start_pool; start_pool()'",
+            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+
+# The first card's pool starts here, before NVML counts the cards and the rest of the workflow is
+# read (guards.smk starts the other cards' pools): its processes' imports are the first thing
+# one timing target built from scratch waits for. Started after the cards were counted, the
+# pool began 0.21-0.38 s before the first job and its processes were ready 0.50-0.94 s after it
+# (H200, 2026-12-01).
+try:
+    FIRST_CARD = kit_cards.first_card(config.get("gpus")) if workflow.local_exec else None
+except KitError:
+    FIRST_CARD = None  # kit_cards.discover below refuses the setting in its own sentence
+if FIRST_CARD is not None:
+    start_worker_pools([FIRST_CARD])
+
+
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 
 # Several GPUs on one host (README, "Several GPUs"): each kernel/shape runs on one card, fixed
@@ -109,27 +225,6 @@ if POOLED:
                 kit_cards.pool_resource(gpu),
                 kit_cards.pool_job_bound(worker_pool_size()),
             )
-
-
-def committed_files(run_dir):
-    """The files of a run directory that git tracks: committed evidence."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--", run_dir],
-            cwd=workflow.basedir,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return listed.stdout.split() if listed.returncode == 0 else []
-
-
-# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
-# file times must not make Snakemake redo it (inputs of its GPU rules are ancient()). What is
-# missing still needs the GPU, and guards.smk refuses that unless overwrite is given.
-FROZEN = bool(committed_files(paths.path(paths.RUN_DIR, run=RUN))) and not OVERWRITE
 
 
 def frozen(inputs):

@@ -2,44 +2,10 @@
 # the first job starts (no GPU, a committed run), and the cleanup of interrupted writes.
 # Snakemake builds the DAG only after the Snakefile is read, and wraps any exception of an input
 # function in an InputFunctionException block, so what can be checked up front is checked here.
-import contextlib
-import functools
-import io
 import threading
 
 from kernelkit import device as kit_device
 from kernelkit import records as kit_records
-
-
-# Options after which Snakemake runs no job: they get no GPU check.
-NO_JOB_OPTIONS = ("dryrun", "lint", "list_rules", "list_target_rules", "unlock", "report", "dag",
-                  "rulegraph", "filegraph", "d3dag", "summary", "detailed_summary", "touch",
-                  "cleanup_metadata", "cleanup_shadow", "list_changes", "list_input_changes",
-                  "list_params_changes", "list_untracked", "list_conda_envs", "conda_create_envs_only",
-                  "conda_cleanup_envs", "containerize", "generate_unit_tests", "print_compilation",
-                  "export_cwl", "delete_all_output", "delete_temp_output", "archive")
-
-
-@functools.lru_cache(maxsize=None)
-def command_line():
-    """The targets of the `snakemake` command that reads this Snakefile and whether it runs jobs
-    on this machine, or (None, None) where there is no command to read (a job's own process,
-    Snakemake run as a library). Snakemake hands neither to the Snakefile while it is read, so
-    the command line is parsed again by Snakemake's own parser, profiles included (the SLURM
-    profile names its executor there), with the parser's messages silenced: Snakemake's own
-    parse of the same line has printed them already."""
-    if not workflow.is_main_process or os.path.basename(sys.argv[0]) != "snakemake":
-        return None, None
-    from snakemake.cli import parse_args
-
-    try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            _, args = parse_args(sys.argv[1:])
-    except (Exception, SystemExit):
-        return None, None
-    local = getattr(args, "executor", None) in (None, "local")
-    runs_jobs = local and not any(getattr(args, name, None) for name in NO_JOB_OPTIONS)
-    return tuple(args.targets or []), runs_jobs
 
 
 class TargetParts:
@@ -47,12 +13,6 @@ class TargetParts:
 
     def __init__(self, parts):
         self.__dict__.update(parts)
-
-
-def template_pattern(template):
-    return re.compile(
-        "^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
-    )
 
 
 # The result templates of one run that a target may name, with what checks their wildcards.
@@ -115,31 +75,13 @@ def check_targets():
             refuse(problem)
 
 
-GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CARD_ENVIRONMENT, paths.CARD_CEILING, paths.CORRECTNESS, paths.CONTROL, paths.TIMING,
-               paths.SPAN, paths.SANITIZER, paths.PROFILE]
-
-
-def gpu_surely_needed(targets):
-    """Whether the command must run a GPU job, read from the targets and the files alone: the
-    run's environment record is missing (every target of the run needs it), or a named GPU
-    record is. Anything less certain is left to the check before the first job."""
-    run_dir = paths.path(paths.RUN_DIR, run=RUN)
-    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
-    names = [os.path.normpath(t) for t in targets] if targets else ["all"]
-    if not os.path.exists(paths.path(paths.ENVIRONMENT, run=RUN)) and any(
-        name == "all" or name.startswith((f"{run_dir}/", f"{report_dir}/")) for name in names
-    ):
-        return True
-    return any(
-        template_pattern(template).match(name) and not os.path.exists(name)
-        for name in names
-        for template in GPU_RECORDS
-    )
-
-
+@functools.lru_cache(maxsize=None)
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
-    environment or on other machines are not asked about: this process's Python is not theirs."""
+    environment or on other machines are not asked about: this process's Python is not theirs.
+    Asked once: the check before the first job reuses the answer of the check while the workflow
+    is read, which it repeated for 0.11-0.18 s before the first job of one target built from
+    scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata)."""
     from snakemake.settings.types import DeploymentMethod
 
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
@@ -149,28 +91,14 @@ def gpu_problem():
     return kit_device.gpu_problem()
 
 
-def start_worker_pools():
-    """Start each card's first worker pool (kernelkit.worker_client.start_pool) through the shell
-    its jobs run in, with the card's prefix, so that the pool gets the name its jobs look for;
-    the pool imports while Snakemake goes on planning. Only for a command that surely runs GPU
-    jobs here and may: a dry run, a report of records already there or a command refused for a
-    committed run starts none (a pool nobody uses idles for worker.idle_exit_s)."""
-    if not POOLED or FROZEN:
-        return
-    for gpu in GPUS:
-        subprocess.Popen(
-            kit_cards.pin(gpu) + "exec python -c 'from kernelkit.worker_client import start_pool; start_pool()'",
-            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-
-
 def check_gpu_up_front():
     """No GPU and a command that surely needs one: the sentence, before Snakemake prints more."""
     targets, runs_jobs = command_line()
     if targets is None or not runs_jobs:
         return
     if gpu_surely_needed(targets):
-        start_worker_pools()  # before the check below, which the pools' start overlaps
+        if POOLED:  # the first card's pool started in common.smk; the check below overlaps these
+            start_worker_pools([gpu for gpu in GPUS if gpu != FIRST_CARD])
         problem = gpu_problem()
         if problem:
             refuse(problem)
@@ -234,8 +162,8 @@ def start_waiting_sanitizer_children(jobs):
         return
     for card, counts in sanitizer_children_wanted(jobs).items():
         subprocess.Popen(
-            kit_cards.pin(card) + "exec python -m kernelkit.standby "
-            + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())),
+            f"{kit_cards.pin(card)}exec python -m kernelkit.standby "
+            f"{' '.join(f'{tool}={count}' for tool, count in sorted(counts.items()))}",
             shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 
