@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
-from kernelkit.worker_client import DEFAULT_IDLE_EXIT_S, IDLE_VARIABLE, WORKER_VARIABLE, kit_fingerprint
+from kernelkit.worker import idle_exit_s
+from kernelkit.worker_client import WORKER_VARIABLE, kit_fingerprint
 
 TOOLS = ("memcheck", "racecheck")
 # What every sanitizer run of the kit passes its tool, waiting or not (kernelkit.tools).
@@ -128,13 +130,6 @@ def _supervisor(directory: Path) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
-def _idle_s() -> float:
-    try:
-        return max(1.0, float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_EXIT_S)))
-    except ValueError:
-        return DEFAULT_IDLE_EXIT_S
-
-
 def _children(tool: str | None = None) -> list[Path]:
     """This kit's children, oldest first (their names begin with the tool and the start time)."""
     try:
@@ -191,7 +186,7 @@ def start(wanted: Mapping[str, int], program: Callable[[Path], list[str]] | None
         for number in range(min(wanted.get(tool, 0), MOST_WAITING[tool]) - waiting(tool)):
             directory = base / f"{tool}-{time.time_ns()}-{os.getpid()}-{number}"
             directory.mkdir()
-            write_json(directory / SPEC, {"tool": tool, "exe": exe, "idle_s": _idle_s()})
+            write_json(directory / SPEC, {"tool": tool, "exe": exe, "idle_s": idle_exit_s()})
             arguments = (program or (lambda folder: child_program(folder, waiting=True)))(directory)
             shell = subprocess.Popen(["sh", "-c", SUPERVISE, "sh", str(directory), exe, "--tool", tool, *TOOL_OPTIONS, *arguments],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -240,7 +235,7 @@ class Claimed:
         code = self._wait_for(EXIT_CODE, deadline)
         if code is None:
             with contextlib.suppress(OSError):
-                os.killpg(self.supervisor, 9)
+                os.killpg(self.supervisor, signal.SIGKILL)
         output = ""
         with contextlib.suppress(OSError):
             output = (self.directory / OUTPUT).read_text(encoding="utf-8", errors="replace")
