@@ -2,6 +2,7 @@
 # the first job starts (no GPU, a committed run), and the cleanup of interrupted writes.
 # Snakemake builds the DAG only after the Snakefile is read, and wraps any exception of an input
 # function in an InputFunctionException block, so what can be checked up front is checked here.
+import functools
 import threading
 
 from kernelkit import device as kit_device
