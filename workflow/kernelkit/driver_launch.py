@@ -202,24 +202,37 @@ def run_launches(session: Session, plan: dict[str, Any], directory: Path) -> Non
         print(f"{LAUNCHED}{launch['label']} in {1000 * (time.monotonic() - began):.1f} ms", flush=True)
 
 
+def _plan_hold(plan: dict[str, Any]) -> Any:
+    """The shared hold on the GPU that the plan names (the parent job's lock), or none."""
+    from kernelkit import gpulock
+
+    lock = plan.get("lock")
+    return (gpulock.gpu_work(lock["key"], gpulock.LockSettings(**lock["settings"]), mode=gpulock.SHARED)
+            if lock else contextlib.nullcontext())
+
+
+def _leave(session: Session) -> None:
+    """Destroy the context, logged first as leaving the GPU's kit members: NVML may list this pid
+    while the context goes. Called inside a shared hold."""
+    from kernelkit import membership
+
+    membership.note_leaving()
+    session.close()
+
+
 def run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
     """Run the plan in `directory` holding the GPU shared (kernelkit.gpulock), as the parent's other
     untimed GPU work does: the context, the module loads and the launches never overlap a timing."""
-    from kernelkit import gpulock, membership
-
     plan = read_plan(directory)
     driver = Driver(driver_library)
-    lock = plan.get("lock")
-    with (gpulock.gpu_work(lock["key"], gpulock.LockSettings(**lock["settings"]), mode=gpulock.SHARED)
-          if lock else contextlib.nullcontext()):
+    with _plan_hold(plan):
         began = time.monotonic()
         session = Session(driver)
         print(f"context ready in {1000 * (time.monotonic() - began):.1f} ms", flush=True)
         try:
             run_launches(session, plan, directory)
         finally:
-            membership.note_leaving()  # NVML may list this pid while the context goes
-            session.close()
+            _leave(session)
     return 0
 
 
@@ -227,7 +240,7 @@ def wait_and_run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
     """A child started before its plan (kernelkit.standby): make the context holding the GPU
     shared, say so in `ready`, wait for a claimant's plan and run it as `run` does; leave, the
     context destroyed inside a shared hold, when nobody hands it one."""
-    from kernelkit import gpulock, membership, standby
+    from kernelkit import gpulock, standby
 
     spec = standby.read_json(directory / standby.SPEC) or {}
     driver = Driver(driver_library)
@@ -241,27 +254,23 @@ def wait_and_run(directory: Path, driver_library: str = "libcuda.so.1") -> int:
     context_s = time.monotonic() - began
     print(f"context ready in {1000 * context_s:.1f} ms", flush=True)
     standby.write_json(directory / standby.READY, {
-        "key": key, "lock_path": str(settings.lock_dir() / gpulock.lock_name(key)), "pid": os.getpid(),
+        "key": key, "lock_path": str(settings.lock_path(key)), "pid": os.getpid(),
         "ready_unix_s": time.time(), "context_s": round(context_s, 3)})
     go = standby.wait_for_go(directory, float(spec.get("idle_s", 30.0)))
     if not go or not go.get("plan"):
         with contextlib.suppress(OSError):
             (directory / standby.GO).unlink()  # the shell then removes the directory
         with gpulock.gpu_work(key, settings, mode=gpulock.SHARED):
-            membership.note_leaving()
-            session.close()
+            _leave(session)
         return 0
     plan_directory = Path(go["plan"])
     plan = read_plan(plan_directory)
-    lock = plan.get("lock")
     print(f"plan handed over after {time.monotonic() - began - context_s:.3f} s of waiting", flush=True)
-    with (gpulock.gpu_work(lock["key"], gpulock.LockSettings(**lock["settings"]), mode=gpulock.SHARED)
-          if lock else contextlib.nullcontext()):
+    with _plan_hold(plan):
         try:
             run_launches(session, plan, plan_directory)
         finally:
-            membership.note_leaving()
-            session.close()
+            _leave(session)
     return 0
 
 

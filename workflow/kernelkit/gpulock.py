@@ -105,6 +105,10 @@ class LockSettings:
     def lock_dir(self) -> Path:
         return Path(os.environ.get(LOCK_DIR_VARIABLE) or self.dir or DEFAULT_LOCK_DIR)
 
+    def lock_path(self, key: str) -> Path:
+        """The lock file of the GPU with this key."""
+        return self.lock_dir() / lock_name(key)
+
     def describe(self) -> dict[str, Any]:
         return {**asdict(self), "lock_dir": str(self.lock_dir())}
 

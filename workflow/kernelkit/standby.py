@@ -252,13 +252,25 @@ def claim(tool: str, exe: str) -> Claimed | None:
     new one). None when there is none."""
     for directory in _children(tool):
         spec = read_json(directory / SPEC)
-        supervisor = _supervisor(directory)
-        if (not isinstance(spec, dict) or spec.get("exe") != exe or supervisor is None or not _alive(supervisor)
-                or (directory / CLAIM).exists()):
+        if not isinstance(spec, dict) or spec.get("exe") != exe or (directory / CLAIM).exists() or not _running(directory):
             continue
         if take_claim(directory, {"pid": os.getpid(), "claimed_unix_s": time.time()}):
-            return Claimed(directory, supervisor)
+            return Claimed(directory, _supervisor(directory))
     return None
+
+
+def run_in_waiting_child(tool: str, exe: str, plan: Path, lock: Mapping[str, Any] | None,
+                         timeout_s: float) -> dict[str, Any] | None:
+    """`plan` run by a waiting child of `tool` claimed here (Claimed.run says what comes back);
+    None when no such child can run it, and the caller starts one. A plan that shares no lock
+    takes none: a waiting child made its context holding one."""
+    from kernelkit import gpulock
+
+    claimed = claim(tool, exe) if lock else None
+    if claimed is None:
+        return None
+    lock_path = gpulock.LockSettings(**lock["settings"]).lock_path(lock["key"])
+    return claimed.run(plan, lock["key"], str(lock_path), timeout_s)
 
 
 # The child's side (kernelkit.driver_launch --wait), on the standard library only.
@@ -274,8 +286,7 @@ def wait_for_go(directory: Path, idle_s: float, poll_s: float = POLL_S) -> dict[
             return go
         claimed = read_json(directory / CLAIM)
         if claimed is None:
-            if time.monotonic() > deadline and not (directory / CLAIM).exists() and take_claim(
-                    directory, {"pid": os.getpid(), "left_unclaimed": True}):
+            if time.monotonic() > deadline and take_claim(directory, {"pid": os.getpid(), "left_unclaimed": True}):
                 return None
         elif isinstance(claimed, dict) and (claimed.get("left_unclaimed") or not _alive(int(claimed.get("pid", 0)))):
             return None

@@ -99,26 +99,11 @@ def launch_plan(spec: Any, layouts: Sequence[str], mutation: str | None = None,
         yield plan, shas, lock
 
 
-def _in_waiting_child(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
-    """The plan run by a child that started before it (kernelkit.standby) and was claimed here:
-    its exit code (None: killed at the timeout), output and waits; None when no such child can
-    run it, and the caller starts one."""
-    from kernelkit import gpulock
-
-    if not lock:
-        return None  # a plan that shares no lock: a waiting child made its context holding one
-    claimed = standby.claim(tool, exe)
-    if claimed is None:
-        return None
-    lock_path = gpulock.LockSettings(**lock["settings"]).lock_dir() / gpulock.lock_name(lock["key"])
-    return claimed.run(plan, lock["key"], str(lock_path), timeout_s)
-
-
 def _run_tool(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """One sanitizer tool over a launch plan in one child (kernelkit.driver_launch), which shares
     the GPU lock itself: a child already waiting for a plan when there is one, else a new one."""
     started = time.monotonic()
-    ran = _in_waiting_child(exe, tool, plan, lock, timeout_s)
+    ran = standby.run_in_waiting_child(tool, exe, plan, lock, timeout_s)
     if ran is None:
         try:
             done = subprocess.run([exe, "--tool", tool, *standby.TOOL_OPTIONS, *standby.child_program(plan)],
@@ -128,16 +113,16 @@ def _run_tool(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: 
             output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
             ran = {"exit_code": None, "output": output}
     output = ran["output"]
+    waited = {"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {}
     if ran["exit_code"] is None:
         return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s",
-                **({"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {})}
+                **waited}
     errors = sanitizer_errors(output)
     # The child's wall time from this job's side: for a new child, the tool's, Python's and the
     # context's start included (a job's critical path); for a waiting one, from its claim.
     return {"exit_code": ran["exit_code"], "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
             "launches": sum(1 for line in output.splitlines() if line.startswith(LAUNCHED)),
-            "status": "ran" if errors is not None else "did not run to its summary",
-            **({"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {})}
+            "status": "ran" if errors is not None else "did not run to its summary", **waited}
 
 
 def _at_once(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:

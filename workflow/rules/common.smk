@@ -169,6 +169,15 @@ def gpu_surely_needed(targets):
     )
 
 
+def start_on_card(card, command):
+    """Start `command` (a kit process that starts others and leaves) through the shell the card's
+    jobs run in, with its card prefix, so it has their card and environment; nothing waits for it."""
+    subprocess.Popen(
+        f"{kit_cards.pin(card)}exec {command}",
+        shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+
+
 def start_worker_pools(cards):
     """Start the cards' first worker pools (kernelkit.worker_client.start_pool) through the shell
     their jobs run in, with each card's prefix, so that a pool gets the name its jobs look for;
@@ -181,10 +190,7 @@ def start_worker_pools(cards):
             or not gpu_surely_needed(targets)):
         return
     for gpu in cards:
-        subprocess.Popen(
-            f"{kit_cards.pin(gpu)}exec python -c 'from kernelkit.worker_client import start_pool; start_pool()'",
-            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        start_on_card(gpu, "python -c 'from kernelkit.worker_client import start_pool; start_pool()'")
 
 
 # The first card's pool starts here, before NVML counts the cards and the rest of the workflow is

@@ -162,11 +162,7 @@ def start_waiting_sanitizer_children(jobs):
     if not GPUS or DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
         return
     for card, counts in sanitizer_children_wanted(jobs).items():
-        subprocess.Popen(
-            f"{kit_cards.pin(card)}exec python -m kernelkit.standby "
-            f"{' '.join(f'{tool}={count}' for tool, count in sorted(counts.items()))}",
-            shell=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
 
 
 def before_first_job():
