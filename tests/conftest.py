@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,15 @@ def pool_pids(name: str) -> list[int]:
         except OSError:
             continue
     return pids
+
+
+def kill_waiting_children(lock_dir: Path) -> None:
+    """End every waiting sanitizer child (kernelkit.standby) left under `lock_dir`, with its shell."""
+    for supervisor in lock_dir.glob("kernelkit-standby-*/*/*/supervisor"):
+        try:
+            os.killpg(int(supervisor.read_text()), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
 
 
 def kit_env(root: Path = REPO, **extra: str) -> dict[str, str]:

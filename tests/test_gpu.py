@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, default_config, graph_method, kit_env, pool_pids
+from conftest import REPO, default_config, graph_method, kill_waiting_children, kit_env, pool_pids
 
 from kernelkit import spec as specs
 from kernelkit.cli import main
@@ -495,9 +495,7 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         for pid in pool_pids(name) if name else []:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-        for supervisor in (tmp_path / "locks").glob("kernelkit-standby-*/*/*/supervisor"):
-            with contextlib.suppress(OSError, ValueError):
-                os.killpg(int(supervisor.read_text()), signal.SIGKILL)
+        kill_waiting_children(tmp_path / "locks")
         for folder in ("results", "reports"):
             shutil.rmtree(REPO / folder / run, ignore_errors=True)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from conftest import kill_waiting_children
 
 from kernelkit import driver_launch, gpulock, standby, tools
 
@@ -53,13 +53,7 @@ def tool(tmp_path, monkeypatch):
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     yield exe
-    for directory in (tmp_path / "locks").glob("kernelkit-standby-*/*/*"):
-        supervisor = (directory / standby.SUPERVISOR)
-        if supervisor.exists():
-            try:
-                os.killpg(int(supervisor.read_text()), signal.SIGKILL)
-            except (OSError, ValueError):
-                pass
+    kill_waiting_children(tmp_path / "locks")
 
 
 def wait_until(condition, timeout_s: float = 30.0) -> bool:
