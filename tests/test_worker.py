@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -336,3 +338,70 @@ def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_e
     time.sleep(1.0)  # a second pool would have bound the name, or left, by now
     assert sorted(pool_pids(address[1:])) == first
 
+
+
+
+def _answer_jobs(listener, defer_s, name, ready):
+    """A stand-in worker in a process of its own: answer each job on the shared socket with its name."""
+    from kernelkit.worker import next_job
+
+    ready.put(name)
+    while True:
+        try:
+            connection = next_job(listener, 10.0, defer_s)
+        except TimeoutError:
+            return
+        with connection:
+            connection.sendall(name.encode())
+
+
+def _ask(address):
+    """One job: connect, and read which worker took it and how long that took."""
+    began = time.monotonic()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(address)
+        client.settimeout(10)
+        return client.recv(64).decode(), time.monotonic() - began
+
+
+def test_an_idle_worker_that_used_the_gpu_takes_a_job_before_one_that_would_make_a_context():
+    """Two processes wait on one shared socket, as a pool's do: the one that defers (no CUDA context
+    yet) gets a job only when the other is gone, and then `defer_s` later."""
+    address = f"\0kernelkit-test-{uuid.uuid4().hex}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(8)
+    forked = multiprocessing.get_context("fork")
+    ready = forked.Queue()
+    defer_s = 0.5
+    used_gpu = forked.Process(target=_answer_jobs, args=(listener, 0.0, "used_gpu", ready), daemon=True)
+    no_context = forked.Process(target=_answer_jobs, args=(listener, defer_s, "no_context", ready), daemon=True)
+    try:
+        for process in (no_context, used_gpu):
+            process.start()
+        assert {ready.get(timeout=30), ready.get(timeout=30)} == {"used_gpu", "no_context"}
+        time.sleep(0.2)  # both wait in next_job
+        answers = [_ask(address) for _ in range(5)]
+        assert [name for name, _ in answers] == ["used_gpu"] * 5
+        used_gpu.terminate()
+        used_gpu.join(10)
+        time.sleep(2 * defer_s)  # the other is back to waiting, not within a deferral begun by an earlier job
+        name, waited_s = _ask(address)
+        assert name == "no_context"
+        assert waited_s >= defer_s
+    finally:
+        for process in (used_gpu, no_context):
+            process.kill()
+        listener.close()
+
+
+def test_a_deferring_worker_still_ends_after_its_idle_time():
+    from kernelkit.worker import next_job
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(f"\0kernelkit-test-{uuid.uuid4().hex}")
+        listener.listen(1)
+        began = time.monotonic()
+        with pytest.raises(TimeoutError):
+            next_job(listener, 0.3, 0.02)
+        assert 0.3 <= time.monotonic() - began < 5

@@ -33,6 +33,7 @@ import contextlib
 import io
 import json
 import os
+import select
 import socket
 import struct
 import sys
@@ -60,20 +61,28 @@ class Worker:
         self.pid = os.getpid()
         self.started_unix_s = time.time()
         self.jobs = 0
+        self.took_job_unix_s: float | None = None
+        self.had_used_gpu = False
 
     def describe(self) -> dict[str, Any]:
         """What the job's record says about the process that ran it: `started_unix_s` when it was
         ready for jobs, `pool_started_unix_s` when its pool began (before the imports), which
-        says how long a job waited for a pool that its own start, or the workflow's, began."""
+        says how long a job waited for a pool that its own start, or the workflow's, began;
+        `took_job_unix_s` when it took this job, which says how long the job waited for a worker,
+        and `had_used_gpu`: whether an earlier job of this process used the GPU, whose CUDA
+        context this job then found made."""
         pool_started = round(_pool_started_unix_s, 3) if _pool_started_unix_s is not None else None
+        took = round(self.took_job_unix_s, 3) if self.took_job_unix_s is not None else None
         return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs,
-                "pool_started_unix_s": pool_started}
+                "pool_started_unix_s": pool_started, "took_job_unix_s": took, "had_used_gpu": self.had_used_gpu}
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """The job: its command, parsed and run as `kernelkit` would, its output captured."""
         from kernelkit import cli, gpujob
 
         self.jobs += 1
+        self.took_job_unix_s = time.time()
+        self.had_used_gpu = membership.has_joined()
         out, err = io.StringIO(), io.StringIO()
         code: int
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _working_directory(request["cwd"]):
@@ -159,13 +168,47 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
             os._exit(EXIT_JOB_GONE)
 
 
+# How long a worker without a CUDA context leaves a waiting job to the pool's workers that have
+# one. Why: a job's first GPU work in a new process makes the context, 0.38 s of a 0.67 s timing
+# job in the pool's one worker that had none (the sanitizer's, whose children use the GPU): the
+# last job of one timing target built from scratch (H200, 2026-12-01). An idle worker with a
+# context takes a waiting job within a millisecond of its arrival; without one idle, the job
+# waits this long more.
+WITHOUT_CONTEXT_DEFER_S = 0.02
+
+
+def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> socket.socket:
+    """The next job's connection from the pool's shared socket, or TimeoutError when none came
+    for `idle_exit_s`. Every idle worker wakes when a job arrives, and one of them takes it: a
+    worker that defers (`defer_s` > 0) takes it only if it is still there `defer_s` later."""
+    listener.settimeout(idle_exit_s)
+    if defer_s <= 0:
+        return listener.accept()[0]
+    deadline = time.monotonic() + idle_exit_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([listener], [], [], remaining)[0]:
+            raise TimeoutError
+        time.sleep(defer_s)
+        # Non-blocking (the timeout mode keeps O_NONBLOCK set, so the other processes' sockets,
+        # which share its open file, are unchanged).
+        listener.settimeout(0)
+        try:
+            return listener.accept()[0]
+        except BlockingIOError:
+            continue  # another worker took it
+        finally:
+            listener.settimeout(idle_exit_s)
+
+
 def serve(listener: socket.socket, idle_exit_s: float) -> None:
     """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
     worker = Worker()
-    listener.settimeout(idle_exit_s)
     while True:
         try:
-            connection, _ = listener.accept()
+            # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
+            connection = next_job(listener, idle_exit_s,
+                                  0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
             break
         with connection, connection.makefile("rb") as requests:
