@@ -405,3 +405,71 @@ def test_a_deferring_worker_still_ends_after_its_idle_time():
         with pytest.raises(TimeoutError):
             next_job(listener, 0.3, 0.02)
         assert 0.3 <= time.monotonic() - began < 5
+
+
+def test_ahead_of_jobs_settings_travel_as_pool_options():
+    ahead = worker.AheadOfJobs(1234, other_context=True)
+    again = worker.AheadOfJobs.from_options(["ignored", *ahead.options()])
+    assert (again.workflow_pid, again.other_context) == (1234, True)
+    assert worker.AheadOfJobs.from_options([]) is None
+    assert worker.AheadOfJobs.from_options(["ahead:workflow=x"]) is None
+
+
+def _repeat_pool_address(env, repeat):
+    code = f"from kernelkit.worker_client import pool_address; print(repr(pool_address(['time', '--repeat', '{repeat}'])))"
+    return eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
+                               check=True).stdout)
+
+
+def _start_ahead(env, workflow_pid, repeat):
+    start = f"from kernelkit.worker_client import start_repeat_pools; start_repeat_pools({workflow_pid}, [{repeat}], False)"
+    subprocess.run([sys.executable, "-c", start], env=env, check=True, timeout=30)
+
+
+def test_a_repeat_pool_started_ahead_waits_for_its_first_job_while_the_workflow_runs(tmp_path, pool_env):
+    """Started for a workflow process (a stand-in here), the pool of repeat 2 outlives its idle
+    time until its first job, which it serves; then it is an idle pool like any other. On a
+    machine without a GPU its processes make no context."""
+    env = {**pool_env, "KERNELKIT_WORKER_IDLE_S": "1"}
+    address = _repeat_pool_address(env, 2)
+    workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        _start_ahead(env, workflow_stand_in.pid, 2)
+        assert _wait_until(lambda: _listening(address)), "start_repeat_pools started no pool"
+        time.sleep(4.0)  # four times the idle time
+        assert _listening(address), "a pool started ahead left before its first job while its workflow ran"
+        argv, output = _skipped_timing(tmp_path, "rep2")
+        argv[argv.index("--repeat") + 1] = "2"
+        done = _kit(argv, env)
+        assert done.returncode == 0, done.stderr
+        job = json.loads(output.read_text())["job"]
+        assert job["worker"]["job_number"] == 1
+        assert job["worker"]["pool_started_unix_s"] < job["started_unix_s"] - 4.0
+        assert _wait_until(lambda: not _listening(address), timeout_s=15), "after its first job the pool kept no idle time"
+        assert workflow_stand_in.poll() is None
+        log = (Path(env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log").read_text()
+        assert f"waiting while workflow {workflow_stand_in.pid} runs" in log
+    finally:
+        workflow_stand_in.kill()
+        for pid in pool_pids(address[1:]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def test_a_repeat_pool_started_ahead_leaves_after_its_workflow_ends_without_a_job(pool_env):
+    env = {**pool_env, "KERNELKIT_WORKER_IDLE_S": "1"}
+    address = _repeat_pool_address(env, 3)
+    workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        _start_ahead(env, workflow_stand_in.pid, 3)
+        assert _wait_until(lambda: _listening(address)), "start_repeat_pools started no pool"
+        time.sleep(3.0)
+        assert _listening(address)
+        workflow_stand_in.kill()
+        workflow_stand_in.wait()
+        assert _wait_until(lambda: not _listening(address), timeout_s=15), "the pool outlived its workflow and idle time"
+    finally:
+        workflow_stand_in.kill()
+        for pid in pool_pids(address[1:]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)

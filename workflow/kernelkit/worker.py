@@ -44,7 +44,7 @@ from typing import Any, Iterator
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     read_line)
+                                     AheadOfJobs, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -201,9 +201,17 @@ def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> soc
             listener.settimeout(idle_exit_s)
 
 
-def serve(listener: socket.socket, idle_exit_s: float) -> None:
-    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker."""
+def serve(listener: socket.socket, idle_exit_s: float, ahead: AheadOfJobs | None = None,
+          workflow_handle: int | None = None) -> None:
+    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker.
+    A pool started ahead of its jobs (`ahead`) first makes its contexts unless a job waits, then
+    waits for its first job while the workflow runs (`workflow_handle` turns readable when it ends)."""
     worker = Worker()
+    if ahead is not None:
+        if not select.select([listener], [], [], 0)[0]:
+            make_contexts_ahead(ahead.other_context)
+        if workflow_handle is not None:
+            select.select([listener, workflow_handle], [], [])
     while True:
         try:
             # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
@@ -229,6 +237,24 @@ def serve(listener: socket.socket, idle_exit_s: float) -> None:
         if reply["ends_worker"]:
             break
     retire()
+
+
+def make_contexts_ahead(other_context: bool) -> None:
+    """Make this process's CUDA context, its measurement stream and, with `other_context`, the
+    timing's other context (kernelkit.device.prepare_measurement), holding the GPU shared as a job
+    does for its own (they are GPU work no timing may overlap). Anything that fails here fails
+    again in the job, which says it in its own sentence."""
+    from kernelkit import device, environment, gpujob, gpulock
+
+    try:
+        cupy = device.cupy()
+        bus_id = cupy.cuda.Device().pci_bus_id
+        key = gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
+        with gpulock.gpu_work(key, gpulock.LockSettings(), mode=gpulock.SHARED):
+            cupy.cuda.runtime.free(0)
+            device.prepare_measurement(other_context)
+    except Exception:  # noqa: BLE001,S110 - see the docstring
+        pass
 
 
 def retire() -> None:
@@ -275,12 +301,14 @@ def pool_main() -> None:
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
+    ahead = AheadOfJobs.from_options(sys.argv[2:])
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
     except OSError:
         return
     listener.listen(128)
+    workflow_handle = ahead.workflow_handle() if ahead is not None else None
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
@@ -292,7 +320,7 @@ def pool_main() -> None:
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
-    serve(listener, idle_exit_s())
+    serve(listener, idle_exit_s(), ahead, workflow_handle)
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -126,9 +126,10 @@ def worker_log() -> Path:
     return Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR) / f"kernelkit-worker-{os.geteuid()}.log"
 
 
-def _spawn_pool(address: str) -> None:
+def _spawn_pool(address: str, options: Sequence[str] = ()) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
-    its output goes to the lock directory's worker log, not to this job's log."""
+    its output goes to the lock directory's worker log, not to this job's log. `options`: what
+    kernelkit.worker.pool_main reads after the address (AheadOfJobs.options)."""
     path = worker_log()
     log_dir = path.parent
     try:
@@ -140,7 +141,7 @@ def _spawn_pool(address: str) -> None:
         log = open(os.devnull, "ab")  # noqa: SIM115
     with log:
         subprocess.Popen(
-            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:]],
+            [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:], *options],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
                                                                           os.environ.get("PYTHONPATH"))))},
@@ -205,9 +206,10 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     return None
 
 
-def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
+def start_pool(argv: Sequence[str] = ("correctness",), ahead: "AheadOfJobs | None" = None) -> None:
     """Start the pool a job with these arguments would use, and send it no job; a pool already
     there keeps its name and the new one leaves at once. The worker log says who asked.
+    `ahead`: what the pool's processes make before their first job (AheadOfJobs).
 
     Why: the workflow calls it (in a process started as its jobs are, so that the pool's name is
     theirs) while Snakemake still reads the workflow, for a command that surely runs GPU jobs.
@@ -220,5 +222,57 @@ def start_pool(argv: Sequence[str] = ("correctness",)) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as log:
             log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {os.getppid()} starts pool "
-                      f"{address[1:]} before its jobs\n")
-    _spawn_pool(address)
+                      f"{address[1:]} before its jobs{ahead.describe() if ahead else ''}\n")
+    _spawn_pool(address, ahead.options() if ahead else ())
+
+
+class AheadOfJobs:
+    """What a pool started long before its first job does meanwhile: each process makes its CUDA
+    context (and the timing's other context, `other_context`) under a shared hold, and waits for
+    its first job as long as the workflow process `workflow_pid` runs, instead of `idle_exit_s`.
+
+    Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, 44 and
+    82 s into a full default run, and their sixteen processes made their contexts then, 1.2-3.2 s
+    each beside each other, holding the GPU shared while every timing waited (9.5 s of the run's
+    121.4 s; H200, 2026-12-01, h200-p17b). Made while the run's first jobs only check kernels,
+    they keep no timing waiting."""
+
+    PREFIX = "ahead:"
+
+    def __init__(self, workflow_pid: int, other_context: bool) -> None:
+        self.workflow_pid = workflow_pid
+        self.other_context = other_context
+
+    def options(self) -> list[str]:
+        return [f"{self.PREFIX}workflow={self.workflow_pid}", f"{self.PREFIX}other_context={int(self.other_context)}"]
+
+    @classmethod
+    def from_options(cls, options: Sequence[str]) -> "AheadOfJobs | None":
+        """The settings `options` give, or None when they name none (a pool a job started)."""
+        values = dict(option[len(cls.PREFIX):].split("=", 1) for option in options
+                      if option.startswith(cls.PREFIX) and "=" in option)
+        try:
+            return cls(int(values["workflow"]), values.get("other_context") == "1")
+        except (KeyError, ValueError):
+            return None
+
+    def describe(self) -> str:
+        return (f", contexts made ahead{' with the other context' if self.other_context else ''}, "
+                f"waiting while workflow {self.workflow_pid} runs")
+
+    def workflow_handle(self) -> int | None:
+        """A descriptor that turns readable when the workflow process ends (a pidfd, which a new
+        process with the same pid cannot be mistaken for), or None where there is none to have:
+        the process has ended, or the system gives no pidfds."""
+        try:
+            return os.pidfd_open(self.workflow_pid)
+        except (AttributeError, OSError):
+            return None
+
+
+def start_repeat_pools(workflow_pid: int, repeats: Sequence[int], other_context: bool) -> None:
+    """Start the pools of these repeats (REPEATED; each beyond the first has its own) ahead of
+    their jobs, for the workflow process `workflow_pid` (AheadOfJobs)."""
+    ahead = AheadOfJobs(workflow_pid, other_context)
+    for repeat in repeats:
+        start_pool(("time", "--repeat", str(repeat)), ahead)

@@ -165,12 +165,38 @@ def start_waiting_sanitizer_children(jobs):
         start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
 
 
+def repeats_beyond_the_first(jobs):
+    """Per card, the repeats beyond the first whose timing or span jobs will run: each has a
+    worker pool of its own (kernelkit.worker_client.REPEATED)."""
+    wanted = {}
+    for job in jobs:
+        if job.rule.name in ("timing", "span") and int(job.wildcards.n) > 1:
+            wanted.setdefault(card_of(job.wildcards), set()).add(int(job.wildcards.n))
+    return wanted
+
+
+def start_repeat_pools_ahead(jobs):
+    """Start the pools of the repeats beyond the first now, through the jobs' shell and card
+    prefix, so that their processes make their CUDA contexts while the run's first jobs check
+    kernels, and wait for their jobs while this workflow runs (kernelkit.worker_client.AheadOfJobs).
+    Not where jobs run in their own processes, in conda, or where an allocation picks the card."""
+    from snakemake.settings.types import DeploymentMethod
+
+    if not POOLED or DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return
+    other_context = bool(config["timing"]["context_switch"])
+    for card, repeats in repeats_beyond_the_first(jobs).items():
+        start_on_card(card, "python -c 'from kernelkit.worker_client import start_repeat_pools; "
+                            f"start_repeat_pools({os.getpid()}, {sorted(repeats)}, {other_context})'")
+
+
 def before_first_job():
     """Snakemake's onstart: the DAG is built, no job has started, and dry runs never get here."""
     jobs = list(workflow.dag.needrun_jobs())
     refuse_to_overwrite_committed(jobs)
     refuse_without_gpu(jobs)
     start_waiting_sanitizer_children(jobs)
+    start_repeat_pools_ahead(jobs)
     for removed in kit_records.remove_abandoned_temps(paths.path(paths.RUN_DIR, run=RUN)):
         print(f"kernelkit: removed {removed}, left by an interrupted write", file=sys.stderr)
 
