@@ -407,12 +407,36 @@ def test_a_deferring_worker_still_ends_after_its_idle_time():
         assert 0.3 <= time.monotonic() - began < 5
 
 
-def test_ahead_of_jobs_settings_travel_as_pool_options():
-    ahead = worker.AheadOfJobs(1234, other_context=True)
-    again = worker.AheadOfJobs.from_options(["ignored", *ahead.options()])
-    assert (again.workflow_pid, again.other_context) == (1234, True)
-    assert worker.AheadOfJobs.from_options([]) is None
-    assert worker.AheadOfJobs.from_options(["ahead:workflow=x"]) is None
+def test_contexts_ahead_travel_as_pool_options():
+    for other_context in (True, False):
+        again = worker.ContextsAhead.from_options(["ignored", *worker.ContextsAhead(other_context).options()])
+        assert again.other_context is other_context
+    assert worker.ContextsAhead.from_options([]) is None
+    assert worker.ContextsAhead.from_options(["contexts-ahead=x"]) is None
+
+
+def test_a_pool_is_kept_for_each_noted_workflow_while_it_runs_and_not_for_a_process_reusing_its_pid(pool_env):
+    address = _repeat_pool_address(pool_env, 2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERNELKIT_LOCK_DIR", pool_env["KERNELKIT_LOCK_DIR"])
+        first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        second = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        try:
+            assert not worker.kept_for_workflow(address)
+            worker.keep_for_workflow(address, first.pid)
+            worker.keep_for_workflow(address, second.pid)
+            assert worker.kept_for_workflow(address)
+            first.kill()
+            first.wait()
+            assert worker.kept_for_workflow(address)  # the second still runs
+            note = next(Path(pool_env["KERNELKIT_LOCK_DIR"]).glob("*.workflows"))
+            pid, ticks = map(int, note.read_text().splitlines()[-1].split())
+            assert pid == second.pid
+            note.write_text(f"{second.pid} {ticks + 1}\n")  # the same pid, started at another time
+            assert not worker.kept_for_workflow(address)
+        finally:
+            first.kill()
+            second.kill()
 
 
 def _repeat_pool_address(env, repeat):
@@ -426,10 +450,10 @@ def _start_ahead(env, workflow_pid, repeat):
     subprocess.run([sys.executable, "-c", start], env=env, check=True, timeout=30)
 
 
-def test_a_repeat_pool_started_ahead_waits_for_its_first_job_while_the_workflow_runs(tmp_path, pool_env):
+def test_a_repeat_pool_started_ahead_waits_for_jobs_while_the_workflow_runs(tmp_path, pool_env):
     """Started for a workflow process (a stand-in here), the pool of repeat 2 outlives its idle
-    time until its first job, which it serves; then it is an idle pool like any other. On a
-    machine without a GPU its processes make no context."""
+    time before and after its first job, which it serves, and leaves once the workflow has ended.
+    On a machine without a GPU its processes make no context."""
     env = {**pool_env, "KERNELKIT_WORKER_IDLE_S": "1"}
     address = _repeat_pool_address(env, 2)
     workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -445,10 +469,13 @@ def test_a_repeat_pool_started_ahead_waits_for_its_first_job_while_the_workflow_
         job = json.loads(output.read_text())["job"]
         assert job["worker"]["job_number"] == 1
         assert job["worker"]["pool_started_unix_s"] < job["started_unix_s"] - 4.0
-        assert _wait_until(lambda: not _listening(address), timeout_s=15), "after its first job the pool kept no idle time"
-        assert workflow_stand_in.poll() is None
+        time.sleep(3.0)
+        assert _listening(address), "after its first job the pool left while its workflow ran"
+        workflow_stand_in.kill()
+        workflow_stand_in.wait()
+        assert _wait_until(lambda: not _listening(address), timeout_s=15), "the pool outlived its workflow and idle time"
         log = (Path(env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log").read_text()
-        assert f"waiting while workflow {workflow_stand_in.pid} runs" in log
+        assert f"kernelkit workflow {workflow_stand_in.pid} starts pool {address[1:]} before its jobs, contexts made ahead" in log
     finally:
         workflow_stand_in.kill()
         for pid in pool_pids(address[1:]):

@@ -44,7 +44,7 @@ from typing import Any, Iterator
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     AheadOfJobs, read_line)
+                                     ContextsAhead, kept_for_workflow, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -201,23 +201,22 @@ def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> soc
             listener.settimeout(idle_exit_s)
 
 
-def serve(listener: socket.socket, idle_exit_s: float, ahead: AheadOfJobs | None = None,
-          workflow_handle: int | None = None) -> None:
-    """Take jobs from the shared socket until none came for `idle_exit_s`, or a job ended this worker.
-    A pool started ahead of its jobs (`ahead`) first makes its contexts unless a job waits, then
-    waits for its first job while the workflow runs (`workflow_handle` turns readable when it ends)."""
+def serve(listener: socket.socket, idle_exit_s: float, address: str = "",
+          contexts_ahead: ContextsAhead | None = None) -> None:
+    """Take jobs from the shared socket until none came for `idle_exit_s` and no workflow the pool
+    is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job ended this worker.
+    `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
     worker = Worker()
-    if ahead is not None:
-        if not select.select([listener], [], [], 0)[0]:
-            make_contexts_ahead(ahead.other_context)
-        if workflow_handle is not None:
-            select.select([listener, workflow_handle], [], [])
+    if contexts_ahead is not None and not select.select([listener], [], [], 0)[0]:
+        make_contexts_ahead(contexts_ahead.other_context)
     while True:
         try:
             # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
             connection = next_job(listener, idle_exit_s,
                                   0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
+            if address and kept_for_workflow(address):
+                continue
             break
         with connection, connection.makefile("rb") as requests:
             connection.settimeout(None)
@@ -301,14 +300,13 @@ def pool_main() -> None:
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
-    ahead = AheadOfJobs.from_options(sys.argv[2:])
+    contexts_ahead = ContextsAhead.from_options(sys.argv[2:])
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
     except OSError:
         return
     listener.listen(128)
-    workflow_handle = ahead.workflow_handle() if ahead is not None else None
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
@@ -320,7 +318,7 @@ def pool_main() -> None:
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
-    serve(listener, idle_exit_s(), ahead, workflow_handle)
+    serve(listener, idle_exit_s(), address, contexts_ahead)
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernelkit.jobstart import process_started_unix_s
+from kernelkit.jobstart import process_started_unix_s, start_ticks
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 
 WORKER_VARIABLE = "KERNELKIT_WORKER"
@@ -129,7 +129,7 @@ def worker_log() -> Path:
 def _spawn_pool(address: str, options: Sequence[str] = ()) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
     its output goes to the lock directory's worker log, not to this job's log. `options`: what
-    kernelkit.worker.pool_main reads after the address (AheadOfJobs.options)."""
+    kernelkit.worker.pool_main reads after the address (ContextsAhead.options)."""
     path = worker_log()
     log_dir = path.parent
     try:
@@ -206,10 +206,13 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     return None
 
 
-def start_pool(argv: Sequence[str] = ("correctness",), ahead: "AheadOfJobs | None" = None) -> None:
+def start_pool(argv: Sequence[str] = ("correctness",), workflow_pid: int | None = None,
+               contexts_ahead: ContextsAhead | None = None) -> None:
     """Start the pool a job with these arguments would use, and send it no job; a pool already
     there keeps its name and the new one leaves at once. The worker log says who asked.
-    `ahead`: what the pool's processes make before their first job (AheadOfJobs).
+    `workflow_pid`: the pool, new or already there, waits for jobs while that workflow process
+    runs (keep_for_workflow). `contexts_ahead`: a new pool's processes make their CUDA contexts
+    before their first job.
 
     Why: the workflow calls it (in a process started as its jobs are, so that the pool's name is
     theirs) while Snakemake still reads the workflow, for a command that surely runs GPU jobs.
@@ -218,18 +221,19 @@ def start_pool(argv: Sequence[str] = ("correctness",), ahead: "AheadOfJobs | Non
     workflow, its first process began 0.15-0.31 s before the first job in 25 such builds run
     alone (once, under the GPU test suite, 0.01 s after it: a race, which either side may win)."""
     address, path = pool_address(argv), worker_log()
+    if workflow_pid is not None:
+        keep_for_workflow(address, workflow_pid)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {os.getppid()} starts pool "
-                      f"{address[1:]} before its jobs{ahead.describe() if ahead else ''}\n")
-    _spawn_pool(address, ahead.options() if ahead else ())
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {workflow_pid or os.getppid()} starts "
+                      f"pool {address[1:]} before its jobs{contexts_ahead.describe() if contexts_ahead else ''}\n")
+    _spawn_pool(address, contexts_ahead.options() if contexts_ahead else ())
 
 
-class AheadOfJobs:
-    """What a pool started long before its first job does meanwhile: each process makes its CUDA
-    context (and the timing's other context, `other_context`) under a shared hold, and waits for
-    its first job as long as the workflow process `workflow_pid` runs, instead of `idle_exit_s`.
+class ContextsAhead:
+    """A pool whose processes make their CUDA context (and the timing's other context,
+    `other_context`) under a shared hold before their first job.
 
     Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, 44 and
     82 s into a full default run, and their sixteen processes made their contexts then, 1.2-3.2 s
@@ -237,42 +241,77 @@ class AheadOfJobs:
     121.4 s; H200, 2026-12-01, h200-p17b). Made while the run's first jobs only check kernels,
     they keep no timing waiting."""
 
-    PREFIX = "ahead:"
+    OPTION = "contexts-ahead"
 
-    def __init__(self, workflow_pid: int, other_context: bool) -> None:
-        self.workflow_pid = workflow_pid
+    def __init__(self, other_context: bool) -> None:
         self.other_context = other_context
 
     def options(self) -> list[str]:
-        return [f"{self.PREFIX}workflow={self.workflow_pid}", f"{self.PREFIX}other_context={int(self.other_context)}"]
+        return [f"{self.OPTION}={int(self.other_context)}"]
 
     @classmethod
-    def from_options(cls, options: Sequence[str]) -> "AheadOfJobs | None":
-        """The settings `options` give, or None when they name none (a pool a job started)."""
-        values = dict(option[len(cls.PREFIX):].split("=", 1) for option in options
-                      if option.startswith(cls.PREFIX) and "=" in option)
-        try:
-            return cls(int(values["workflow"]), values.get("other_context") == "1")
-        except (KeyError, ValueError):
-            return None
+    def from_options(cls, options: Sequence[str]) -> "ContextsAhead | None":
+        """The setting `options` give, or None when they give none (a pool a job started)."""
+        for option in options:
+            name, _, value = option.partition("=")
+            if name == cls.OPTION and value in ("0", "1"):
+                return cls(value == "1")
+        return None
 
     def describe(self) -> str:
-        return (f", contexts made ahead{' with the other context' if self.other_context else ''}, "
-                f"waiting while workflow {self.workflow_pid} runs")
+        return f", contexts made ahead{' with the other context' if self.other_context else ''}"
 
-    def workflow_handle(self) -> int | None:
-        """A descriptor that turns readable when the workflow process ends (a pidfd, which a new
-        process with the same pid cannot be mistaken for), or None where there is none to have:
-        the process has ended, or the system gives no pidfds."""
-        try:
-            return os.pidfd_open(self.workflow_pid)
-        except (AttributeError, OSError):
-            return None
+
+def _workflows_note(address: str) -> Path:
+    """Beside the worker log: the workflow processes a pool is kept for, one `pid start_ticks` a line."""
+    return worker_log().with_name(f"{address.lstrip(chr(0))}.workflows")
+
+
+def _noted_workflows(note: Path) -> list[tuple[int, int]]:
+    try:
+        lines = note.read_text(encoding="ascii").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    noted = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            pid, ticks = map(int, line.split())
+            noted.append((pid, ticks))
+    return noted
+
+
+def _running(pid: int, ticks: int) -> bool:
+    return start_ticks(pid) == ticks
+
+
+def keep_for_workflow(address: str, workflow_pid: int) -> None:
+    """Keep the pool at `address` waiting for jobs while process `workflow_pid` runs, instead of
+    leaving after `idle_exit_s` without a job (kernelkit.worker.serve asks kept_for_workflow).
+
+    Why: a full default run times its repeats one after the other, each in a pool of its own
+    (REPEATED): a pool started ahead of its repeat waits up to 80 s for its first job, and the
+    first repeat's pool, idle while the later repeats are timed, ran the report's jobs at the end
+    (DELEGATED). A later run that finds the pool of an earlier one keeps it for itself too."""
+    ticks = start_ticks(workflow_pid)
+    if ticks is None:
+        return
+    note = _workflows_note(address)
+    kept = [entry for entry in _noted_workflows(note) if entry != (workflow_pid, ticks) and _running(*entry)]
+    text = "".join(f"{pid} {start}\n" for pid, start in [*kept, (workflow_pid, ticks)])
+    with contextlib.suppress(OSError):
+        note.parent.mkdir(parents=True, exist_ok=True)
+        partial = note.with_name(f"{note.name}.{os.getpid()}.tmp")
+        partial.write_text(text, encoding="ascii")
+        partial.replace(note)
+
+
+def kept_for_workflow(address: str) -> bool:
+    """Whether a workflow process the pool at `address` is kept for still runs (keep_for_workflow)."""
+    return any(_running(pid, ticks) for pid, ticks in _noted_workflows(_workflows_note(address)))
 
 
 def start_repeat_pools(workflow_pid: int, repeats: Sequence[int], other_context: bool) -> None:
     """Start the pools of these repeats (REPEATED; each beyond the first has its own) ahead of
-    their jobs, for the workflow process `workflow_pid` (AheadOfJobs)."""
-    ahead = AheadOfJobs(workflow_pid, other_context)
+    their jobs, kept for the workflow process `workflow_pid`, their contexts made ahead."""
     for repeat in repeats:
-        start_pool(("time", "--repeat", str(repeat)), ahead)
+        start_pool(("time", "--repeat", str(repeat)), workflow_pid, ContextsAhead(other_context))

@@ -191,7 +191,8 @@ def start_on_card(card, command):
 def start_worker_pools(cards):
     """Start the cards' first worker pools (kernelkit.worker_client.start_pool) through the shell
     their jobs run in, with each card's prefix, so that a pool gets the name its jobs look for;
-    a pool imports while Snakemake goes on reading and planning. Only for a command that surely
+    a pool imports while Snakemake goes on reading and planning, and waits for jobs while this
+    process runs (the report's jobs at the end of a full run find it there). Only for a command that surely
     runs GPU jobs of this run here and may: a dry run, a report of records already there or a
     command refused for a committed run starts none (a pool nobody uses idles for
     worker.idle_exit_s)."""
@@ -200,7 +201,7 @@ def start_worker_pools(cards):
             or not gpu_surely_needed(targets)):
         return
     for gpu in cards:
-        start_on_card(gpu, "python -c 'from kernelkit.worker_client import start_pool; start_pool()'")
+        start_on_card(gpu, f"python -c 'from kernelkit.worker_client import start_pool; start_pool(workflow_pid={os.getpid()})'")
 
 
 # The first card's pool starts here, before NVML counts the cards and the rest of the workflow is

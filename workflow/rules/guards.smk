@@ -178,7 +178,8 @@ def repeats_beyond_the_first(jobs):
 def start_repeat_pools_ahead(jobs):
     """Start the pools of the repeats beyond the first now, through the jobs' shell and card
     prefix, so that their processes make their CUDA contexts while the run's first jobs check
-    kernels, and wait for their jobs while this workflow runs (kernelkit.worker_client.AheadOfJobs).
+    kernels (kernelkit.worker_client.ContextsAhead), and wait for their jobs while this workflow
+    runs (kernelkit.worker_client.keep_for_workflow).
     Not where jobs run in their own processes, in conda, or where an allocation picks the card."""
     from snakemake.settings.types import DeploymentMethod
 
