@@ -482,6 +482,9 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         sanitizer_worker = records["sanitizer/rmsnorm.json"]["job"]["worker"]["pid"]
         after_timing = records["timing/rmsnorm/512x128/t32/rep1.json"]["foreign_work"]["after"]
         assert sanitizer_worker not in after_timing.get("outsiders", [])
+        # The timing, last, went to one of the idle workers whose checks had made their contexts
+        # (kernelkit.worker.next_job), not to the sanitizer's, which had none.
+        assert records["timing/rmsnorm/512x128/t32/rep1.json"]["job"]["worker"]["had_used_gpu"]
         # The workflow started the sanitizer's children as the jobs began (kernelkit.standby): the
         # sanitizer's two and the `barrier` control's racecheck child were each waiting, and
         # none is left waiting.
