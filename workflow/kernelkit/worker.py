@@ -13,10 +13,12 @@ Unix socket and prints what the pool ran, with its exit code. The pool is starte
 job that finds none, as a session of its own; it listens on an abstract socket named by the
 user, the kit's source files, the Python and the environment that decides which GPU and lock
 the jobs get (CUDA_VISIBLE_DEVICES, KERNELKIT_*, SLURM's job id), so a job only meets a pool
-that would do exactly what the job's own process would. Its processes share the socket (the
-kernel hands each connection to one idle process), each runs one job at a time, and each ends
-after `idle_exit_s` without a job. The socket name vanishes with its last process: no file is
-left to go stale, and a second starter finds the name taken and leaves.
+that would do exactly what the job's own process would. Its processes share the socket (every
+idle process wakes for a connection and one takes it; one without a CUDA context lets one that
+has it go first, `next_job`), each runs one job at a time, and each ends after `idle_exit_s`
+without a job once no workflow it is kept for runs (kernelkit.worker_client.keep_for_workflow).
+The socket name vanishes with its last process, and a second starter finds the name taken and
+leaves.
 
 What stays per job: the command and its records, the GPU lock (held by the worker process for
 that job's stretches, never across jobs), the job's clock (from the client's process start, so a
