@@ -445,9 +445,27 @@ def _repeat_pool_address(env, repeat):
                                check=True).stdout)
 
 
-def _start_ahead(env, workflow_pid, repeat):
-    start = f"from kernelkit.worker_client import start_repeat_pools; start_repeat_pools({workflow_pid}, [{repeat}], False)"
-    subprocess.run([sys.executable, "-c", start], env=env, check=True, timeout=30)
+@contextlib.contextmanager
+def _pool_started_ahead(env, repeat):
+    """The pool of `repeat`, started ahead of its jobs for a stand-in workflow process, as the
+    workflow's onstart does (start_repeat_pools); yields its address and the stand-in."""
+    address = _repeat_pool_address(env, repeat)
+    workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        start = f"from kernelkit.worker_client import start_repeat_pools; start_repeat_pools({workflow_stand_in.pid}, [{repeat}], False)"
+        subprocess.run([sys.executable, "-c", start], env=env, check=True, timeout=30)
+        assert _wait_until(lambda: _listening(address)), "start_repeat_pools started no pool"
+        yield address, workflow_stand_in
+    finally:
+        workflow_stand_in.kill()
+        for pid in pool_pids(address[1:]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def _end(process):
+    process.kill()
+    process.wait()
 
 
 def test_a_repeat_pool_started_ahead_waits_for_jobs_while_the_workflow_runs(tmp_path, pool_env):
@@ -455,11 +473,7 @@ def test_a_repeat_pool_started_ahead_waits_for_jobs_while_the_workflow_runs(tmp_
     time before and after its first job, which it serves, and leaves once the workflow has ended.
     On a machine without a GPU its processes make no context."""
     env = {**pool_env, "KERNELKIT_WORKER_IDLE_S": "1"}
-    address = _repeat_pool_address(env, 2)
-    workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        _start_ahead(env, workflow_stand_in.pid, 2)
-        assert _wait_until(lambda: _listening(address)), "start_repeat_pools started no pool"
+    with _pool_started_ahead(env, 2) as (address, workflow_stand_in):
         time.sleep(4.0)  # four times the idle time
         assert _listening(address), "a pool started ahead left before its first job while its workflow ran"
         argv, output = _skipped_timing(tmp_path, "rep2")
@@ -471,32 +485,16 @@ def test_a_repeat_pool_started_ahead_waits_for_jobs_while_the_workflow_runs(tmp_
         assert job["worker"]["pool_started_unix_s"] < job["started_unix_s"] - 4.0
         time.sleep(3.0)
         assert _listening(address), "after its first job the pool left while its workflow ran"
-        workflow_stand_in.kill()
-        workflow_stand_in.wait()
+        _end(workflow_stand_in)
         assert _wait_until(lambda: not _listening(address), timeout_s=15), "the pool outlived its workflow and idle time"
         log = (Path(env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log").read_text()
         assert f"kernelkit workflow {workflow_stand_in.pid} starts pool {address[1:]} before its jobs, contexts made ahead" in log
-    finally:
-        workflow_stand_in.kill()
-        for pid in pool_pids(address[1:]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
 
 
 def test_a_repeat_pool_started_ahead_leaves_after_its_workflow_ends_without_a_job(pool_env):
     env = {**pool_env, "KERNELKIT_WORKER_IDLE_S": "1"}
-    address = _repeat_pool_address(env, 3)
-    workflow_stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    try:
-        _start_ahead(env, workflow_stand_in.pid, 3)
-        assert _wait_until(lambda: _listening(address)), "start_repeat_pools started no pool"
+    with _pool_started_ahead(env, 3) as (address, workflow_stand_in):
         time.sleep(3.0)
         assert _listening(address)
-        workflow_stand_in.kill()
-        workflow_stand_in.wait()
+        _end(workflow_stand_in)
         assert _wait_until(lambda: not _listening(address), timeout_s=15), "the pool outlived its workflow and idle time"
-    finally:
-        workflow_stand_in.kill()
-        for pid in pool_pids(address[1:]):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
