@@ -235,11 +235,11 @@ class ContextsAhead:
     """A pool whose processes make their CUDA context (and the timing's other context,
     `other_context`) under a shared hold before their first job.
 
-    Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, 44 and
-    82 s into a full default run, and their sixteen processes made their contexts then, 1.2-3.2 s
-    each beside each other, holding the GPU shared while every timing waited (9.5 s of the run's
-    121.4 s; H200, 2026-12-01, h200-p17b). Made while the run's first jobs only check kernels,
-    they keep no timing waiting."""
+    Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, a
+    minute and more into a full default run, and their sixteen processes made their contexts
+    then, beside each other, holding the GPU shared while every timing waited: their timing jobs'
+    `load_modules` took up to 2.8 s, 16.4 and 19.4 s in all (h200-p14). Made while the run's
+    first jobs only check kernels, at most 0.04 s, 0.3 s in all (h200-p19a)."""
 
     OPTION = "contexts-ahead"
 
@@ -289,9 +289,11 @@ def keep_for_workflow(address: str, workflow_pid: int) -> None:
     leaving after `idle_exit_s` without a job (kernelkit.worker.serve asks kept_for_workflow).
 
     Why: a full default run times its repeats one after the other, each in a pool of its own
-    (REPEATED): a pool started ahead of its repeat waits up to 80 s for its first job, and the
-    first repeat's pool, idle while the later repeats are timed, ran the report's jobs at the end
-    (DELEGATED). A later run that finds the pool of an earlier one keeps it for itself too."""
+    (REPEATED). A pool started ahead of its repeat waits 80 s and more for its first job, and the
+    first repeat's pool idles while the later repeats are timed, then runs the report's jobs at
+    the end (DELEGATED). A run that finds the pool of an earlier one keeps it for itself too: in
+    the run right after another (H200, 2026-12-01), repeat 3's pool of the run before idled out
+    before repeat 3 began, and a new one made its contexts while every timing waited."""
     ticks = start_ticks(workflow_pid)
     if ticks is None:
         return

@@ -192,9 +192,9 @@ def start_worker_pools(cards):
     """Start the cards' first worker pools (kernelkit.worker_client.start_pool) through the shell
     their jobs run in, with each card's prefix, so that a pool gets the name its jobs look for;
     a pool imports while Snakemake goes on reading and planning, and waits for jobs while this
-    process runs (the report's jobs at the end of a full run find it there). Only for a command that surely
-    runs GPU jobs of this run here and may: a dry run, a report of records already there or a
-    command refused for a committed run starts none (a pool nobody uses idles for
+    process runs (the report's jobs at the end of a full run find it there). Only for a command
+    that surely runs GPU jobs of this run here and may: a dry run, a report of records already
+    there or a command refused for a committed run starts none (a pool nobody uses idles for
     worker.idle_exit_s)."""
     targets, runs_jobs = command_line()
     if (targets is None or not runs_jobs or FROZEN or os.environ[WORKER_VARIABLE] != "1"
