@@ -115,8 +115,9 @@ class LockSettings:
 
 def shared_hold_settings() -> LockSettings:
     """Settings for a process that only ever holds the GPU shared and reads no config (a waiting
-    sanitizer child, kernelkit.standby): a shared hold reads `enabled` and the directory alone,
-    and the directory comes from the environment, as the jobs' does."""
+    sanitizer child, kernelkit.standby; a pool process making its context ahead of its jobs): a
+    shared hold reads `enabled` and the directory alone, and the directory comes from the
+    environment, as the jobs' does."""
     return LockSettings(enabled=True, dir=None, wait_for_idle=False, idle_timeout_s=0.0, idle_poll_s=0.0)
 
 
@@ -339,7 +340,9 @@ def gpu_work(key: str, settings: LockSettings, until_exit: bool = False, mode: s
     if mode not in (SHARED, EXCLUSIVE):
         raise ValueError(f"mode must be {SHARED!r} or {EXCLUSIVE!r}, not {mode!r}")
     until_exit = until_exit and _command_is_process
-    path = (ensure_lock_dir(settings.lock_dir()) if settings.enabled else settings.lock_dir()) / lock_name(key)
+    if settings.enabled:
+        ensure_lock_dir(settings.lock_dir())
+    path = settings.lock_path(key)
     record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled, mode=mode)
     hold = _held.get(key)
     if not settings.enabled or (hold is not None and (hold.mode == EXCLUSIVE or mode == SHARED)):

@@ -50,7 +50,8 @@ def _temp_prefix(target_name: str) -> str:
     return f".{target_name}.tmp-{socket.gethostname()}-{os.getpid()}-"
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -73,7 +74,7 @@ def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
         match = _TEMP_NAME.match(candidate.name)
         if not match or match["host"] != host or not candidate.is_file():
             continue
-        if _process_alive(int(match["pid"])):
+        if process_alive(int(match["pid"])):
             continue
         candidate.unlink(missing_ok=True)
         removed.append(candidate)

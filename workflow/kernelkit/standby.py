@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
+from kernelkit.records import process_alive
 from kernelkit.worker import idle_exit_s
 from kernelkit.worker_client import WORKER_VARIABLE, kit_fingerprint
 
@@ -85,16 +86,6 @@ def root() -> Path:
     return lock_dir / f"kernelkit-standby-{os.geteuid()}" / kit_fingerprint(CHILD_KEYED_PREFIXES)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_json(path: Path) -> Any:
     """A file's JSON, or None while it is missing or not yet whole."""
     try:
@@ -104,7 +95,9 @@ def read_json(path: Path) -> Any:
 
 
 def write_json(path: Path, value: Any) -> None:
-    """Written whole or not at all: readers poll for these files."""
+    """Written whole or not at all: readers poll for these files. Not records.write_json_atomic,
+    whose fsync would put a disk's flush between a claimant and its child: nothing reads these
+    files after a crash."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text(json.dumps(value), encoding="utf-8")
     os.replace(partial, path)
@@ -166,7 +159,7 @@ def waiting(tool: str) -> int:
 
 def _running(directory: Path) -> bool:
     supervisor = _supervisor(directory)
-    return supervisor is not None and _alive(supervisor)
+    return supervisor is not None and process_alive(supervisor)
 
 
 def start(wanted: Mapping[str, int], program: Callable[[Path], list[str]] | None = None) -> list[Path]:
@@ -212,7 +205,7 @@ class Claimed:
             value = read_json(path)
             if value is not None:
                 return value
-            if not _alive(self.supervisor):
+            if not process_alive(self.supervisor):
                 return read_json(path)
             time.sleep(POLL_S)
         return None
@@ -288,7 +281,7 @@ def wait_for_go(directory: Path, idle_s: float, poll_s: float = POLL_S) -> dict[
         if claimed is None:
             if time.monotonic() > deadline and take_claim(directory, {"pid": os.getpid(), "left_unclaimed": True}):
                 return None
-        elif isinstance(claimed, dict) and (claimed.get("left_unclaimed") or not _alive(int(claimed.get("pid", 0)))):
+        elif isinstance(claimed, dict) and (claimed.get("left_unclaimed") or not process_alive(int(claimed.get("pid", 0)))):
             return None
         time.sleep(poll_s)
 

@@ -203,7 +203,7 @@ def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> soc
             listener.settimeout(idle_exit_s)
 
 
-def serve(listener: socket.socket, idle_exit_s: float, address: str = "",
+def serve(listener: socket.socket, idle_exit_s: float, address: str,
           contexts_ahead: ContextsAhead | None = None) -> None:
     """Take jobs from the shared socket until none came for `idle_exit_s` and no workflow the pool
     is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job ended this worker.
@@ -217,7 +217,7 @@ def serve(listener: socket.socket, idle_exit_s: float, address: str = "",
             connection = next_job(listener, idle_exit_s,
                                   0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
-            if address and kept_for_workflow(address):
+            if kept_for_workflow(address):
                 continue
             break
         with connection, connection.makefile("rb") as requests:
@@ -251,7 +251,7 @@ def make_contexts_ahead(other_context: bool) -> None:
         cupy = device.cupy()
         bus_id = cupy.cuda.Device().pci_bus_id
         key = gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
-        with gpulock.gpu_work(key, gpulock.LockSettings(), mode=gpulock.SHARED):
+        with gpulock.gpu_work(key, gpulock.shared_hold_settings(), mode=gpulock.SHARED):
             cupy.cuda.runtime.free(0)
             device.prepare_measurement(other_context)
     except Exception:  # noqa: BLE001,S110 - see the docstring

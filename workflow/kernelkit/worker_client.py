@@ -294,17 +294,15 @@ def keep_for_workflow(address: str, workflow_pid: int) -> None:
     the end (DELEGATED). A run that finds the pool of an earlier one keeps it for itself too: in
     the run right after another (H200, 2026-12-01), repeat 3's pool of the run before idled out
     before repeat 3 began, and a new one made its contexts while every timing waited."""
+    from kernelkit.records import write_text_atomic  # not on a job's path: its client imports this module
+
     ticks = start_ticks(workflow_pid)
     if ticks is None:
         return
     note = _workflows_note(address)
     kept = [entry for entry in _noted_workflows(note) if entry != (workflow_pid, ticks) and _running(*entry)]
-    text = "".join(f"{pid} {start}\n" for pid, start in [*kept, (workflow_pid, ticks)])
     with contextlib.suppress(OSError):
-        note.parent.mkdir(parents=True, exist_ok=True)
-        partial = note.with_name(f"{note.name}.{os.getpid()}.tmp")
-        partial.write_text(text, encoding="ascii")
-        partial.replace(note)
+        write_text_atomic(note, "".join(f"{pid} {start}\n" for pid, start in [*kept, (workflow_pid, ticks)]))
 
 
 def kept_for_workflow(address: str) -> bool:

@@ -76,6 +76,13 @@ def check_targets():
             refuse(problem)
 
 
+def jobs_use_this_python():
+    """Whether the jobs run in this process's Python, not in a conda environment of their own."""
+    from snakemake.settings.types import DeploymentMethod
+
+    return DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+
+
 @functools.lru_cache(maxsize=None)
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
@@ -83,9 +90,7 @@ def gpu_problem():
     Asked once: the check before the first job reuses the answer of the check while the workflow
     is read, which it repeated for 0.11-0.18 s before the first job of one target built from
     scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata)."""
-    from snakemake.settings.types import DeploymentMethod
-
-    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    if not jobs_use_this_python():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
@@ -157,9 +162,7 @@ def start_waiting_sanitizer_children(jobs):
     through the jobs' shell and card prefix, so they are on the jobs' card and in their
     environment. Not where the jobs' Python is not this process's (conda) or an allocation
     picks the card (GPUS is None): their children would never be claimed."""
-    from snakemake.settings.types import DeploymentMethod
-
-    if not GPUS or DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    if not GPUS or not jobs_use_this_python():
         return
     for card, counts in sanitizer_children_wanted(jobs).items():
         start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
@@ -181,9 +184,7 @@ def start_repeat_pools_ahead(jobs):
     kernels (kernelkit.worker_client.ContextsAhead), and wait for their jobs while this workflow
     runs (kernelkit.worker_client.keep_for_workflow).
     Not where jobs run in their own processes, in conda, or where an allocation picks the card."""
-    from snakemake.settings.types import DeploymentMethod
-
-    if not POOLED or DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    if not POOLED or not jobs_use_this_python():
         return
     other_context = bool(config["timing"]["context_switch"])
     for card, repeats in repeats_beyond_the_first(jobs).items():
