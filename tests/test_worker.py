@@ -148,6 +148,11 @@ def test_pools_are_keyed_by_what_decides_the_gpu_the_lock_and_the_pool_size():
     assert unkeyed == names[0]
 
 
+@pytest.mark.parametrize("cores, processes", [(1, 1), (3, 3), (4, 4), (16, 4), (128, 4), (0, 1)])
+def test_a_pool_has_the_runs_cores_up_to_four_processes_unless_the_config_says(cores, processes):
+    assert worker.default_processes(cores) == processes
+
+
 def test_each_repeat_beyond_the_first_has_a_pool_of_its_own():
     """Repeats are processes of their own (the diff resamples them as such): repeat 1 shares the
     checks' pool, every later repeat of a timing or span has its own, whatever the argument spelling."""

@@ -29,6 +29,7 @@ from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 from kernelkit.worker import pool_size as worker_pool_size
 from kernelkit.worker_client import IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import default_processes as default_worker_processes
 
 
 # At exit, Python's last collections walk every object Snakemake and the workflow made: 0.3-0.45 s
@@ -93,7 +94,7 @@ if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 # Nor does the worker pool (kernelkit.worker): it only saves each GPU job its start-up.
 os.environ.setdefault(WORKER_VARIABLE, "1" if config["worker"]["enabled"] else "0")
-os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or min(run_cores(), 8)))
+os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or default_worker_processes(run_cores())))
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
 # One pool per repeat (kernelkit.worker_client.REPEATED), sharing the host's memory.
 os.environ.setdefault(POOLS_VARIABLE, str(config["timing"]["repeats"]))
