@@ -10,6 +10,8 @@ of particular hand-written layouts are checked in test_kernel_layouts.py.
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
 import shutil
 import subprocess
 
@@ -60,16 +62,22 @@ def test_each_mutation_applies_once_and_changes_the_source(spec):
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH, so the sm_90 compile check cannot run")
 def test_kernel_and_mutations_compile_for_sm90(tmp_path, spec):
     # Every mutation with the spec's options, and the source with each layout's own options.
-    builds = [(control, spec.compile_options) for control in [None, *spec.mutations]]
-    builds += [(None, options) for options in {spec.compile_options_of(layout) for layout in spec.layouts}]
-    for number, (control, options) in enumerate(builds):
+    builds = [(control, tuple(spec.compile_options)) for control in [None, *spec.mutations]]
+    builds += [(None, tuple(options)) for options in {spec.compile_options_of(layout) for layout in spec.layouts}]
+
+    def compile_one(number: int, control: str | None, options: tuple[str, ...]) -> subprocess.CompletedProcess:
         source = tmp_path / f"{number}.cu"
         source.write_text(spec.source_text(control))
-        done = subprocess.run(
+        return subprocess.run(
             [NVCC, "-arch=sm_90", "-cubin", *options, "-o", str(tmp_path / f"{number}.cubin"), str(source)],
             capture_output=True, text=True, timeout=120,
         )
-        assert done.returncode == 0, (control, options, done.stderr)
+
+    unique = list(dict.fromkeys(builds))  # the source with the spec's own options is often a layout's too
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        done = list(pool.map(compile_one, range(len(unique)), *zip(*unique)))
+    for (control, options), compiled in zip(unique, done):
+        assert compiled.returncode == 0, (control, options, compiled.stderr)
 
 
 def case(spec, shape, pattern):

@@ -149,7 +149,7 @@ def test_pools_are_keyed_by_what_decides_the_gpu_the_lock_and_the_pool_size():
 
 
 @pytest.mark.parametrize("cores, processes", [(1, 1), (3, 3), (4, 4), (16, 4), (128, 4), (0, 1)])
-def test_a_pool_has_the_runs_cores_up_to_four_processes_unless_the_config_says(cores, processes):
+def test_a_pool_the_config_gives_no_size_has_the_runs_cores_up_to_four_processes(cores, processes):
     assert worker.default_processes(cores) == processes
 
 
