@@ -24,6 +24,13 @@ def committed_timings(run: str) -> tuple[dict, ...]:
     return tuple(json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json"))
 
 
+def above_and_within_one_percent(result) -> tuple[list, list]:
+    """A diff's configurations above 5 us, and those of them whose pooled medians lie within 1% of
+    each other: issue 13's measure of two runs' agreement."""
+    above = [c for c in result.comparisons if min(c.median_a, c.median_b) > 5.0]
+    return above, [c for c in above if abs(c.change) <= 0.01]
+
+
 def gpu_unavailable_reason() -> str | None:
     """Why GPU tests cannot run here, or None when a CUDA device is usable."""
     try:

@@ -8,7 +8,7 @@ Every number checked here is computed from the committed records."""
 
 from __future__ import annotations
 
-from conftest import REPO, committed_timings
+from conftest import REPO, above_and_within_one_percent, committed_timings
 
 from kernelkit import diff
 
@@ -53,6 +53,5 @@ def test_the_two_runs_agree():
     configurations above 5 us within 1% (the parallel run against itself under other start-up)."""
     result = diff.compare(diff.load_run(REPO / "results" / AHEAD_COLD), diff.load_run(REPO / "results" / AHEAD_WARM))
     assert result.count("FASTER") == result.count("SLOWER") == 0
-    above = [c for c in result.comparisons if min(c.median_a, c.median_b) > 5.0]
-    within = [c for c in above if abs(c.change) <= 0.01]
+    above, within = above_and_within_one_percent(result)
     assert len(within) >= 0.9 * len(above) and len(above) > 60

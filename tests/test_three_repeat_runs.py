@@ -11,7 +11,7 @@ from __future__ import annotations
 
 
 import pytest
-from conftest import REPO, committed_timings
+from conftest import REPO, above_and_within_one_percent, committed_timings
 
 from kernelkit import diff
 from kernelkit.records import run_time
@@ -50,8 +50,7 @@ def _within_one_percent(serial: str, parallel: str) -> tuple[diff.DiffResult, li
     """The diff (A = serial, B = parallel), its configurations above 5 us, and those of them whose
     pooled medians lie within 1% of each other (issue 13's measure)."""
     result = diff.compare(load(serial), load(parallel))
-    above = [c for c in result.comparisons if min(c.median_a, c.median_b) > 5.0]
-    return result, above, [c for c in above if abs(c.change) <= 0.01]
+    return result, *above_and_within_one_percent(result)
 
 
 @pytest.mark.parametrize("serial, parallel", PAIRS)

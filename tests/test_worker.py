@@ -344,8 +344,6 @@ def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_e
     assert sorted(pool_pids(address[1:])) == first
 
 
-
-
 def _answer_jobs(listener, defer_s, name, ready):
     """A stand-in worker in a process of its own: answer each job on the shared socket with its name."""
     from kernelkit.worker import next_job
@@ -431,8 +429,7 @@ def test_a_pool_is_kept_for_each_noted_workflow_while_it_runs_and_not_for_a_proc
             worker.keep_for_workflow(address, first.pid)
             worker.keep_for_workflow(address, second.pid)
             assert worker.kept_for_workflow(address)
-            first.kill()
-            first.wait()
+            _end(first)
             assert worker.kept_for_workflow(address)  # the second still runs
             note = next(Path(pool_env["KERNELKIT_LOCK_DIR"]).glob("*.workflows"))
             pid, ticks = map(int, note.read_text().splitlines()[-1].split())

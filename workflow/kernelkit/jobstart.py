@@ -16,12 +16,12 @@ def process_started_unix_s() -> float | None:
     A job's cost is mostly start-up and imports, which a clock started in Python would miss.
     """
     ticks = start_ticks()
+    if ticks is None:
+        return None
     try:
         with open("/proc/uptime", encoding="ascii") as handle:
             uptime_s = float(handle.read().split()[0])
     except (OSError, IndexError, ValueError):
-        return None
-    if ticks is None:
         return None
     age_s = uptime_s - ticks / os.sysconf("SC_CLK_TCK")
     return time.time() - age_s
