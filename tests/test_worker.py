@@ -153,6 +153,16 @@ def test_a_pool_the_config_gives_no_size_has_the_runs_cores_up_to_four_processes
     assert worker.default_processes(cores) == processes
 
 
+def test_every_check_one_rmsnorm_timing_target_needs_can_start_at_once_with_the_default_pool():
+    """The one-target build the README times (rmsnorm) waits for its correctness job, its negative
+    controls and its sanitizer job, all run by the card's pool: none of them may wait for a
+    Snakemake scheduling round behind the pool's job bound (kernelkit.cards.pool_job_bound)."""
+    from kernelkit import cards, spec
+
+    checks = 1 + len(spec.load("rmsnorm").mutations) + 1
+    assert checks <= cards.pool_job_bound(worker.default_processes(16))
+
+
 def test_each_repeat_beyond_the_first_has_a_pool_of_its_own():
     """Repeats are processes of their own (the diff resamples them as such): repeat 1 shares the
     checks' pool, every later repeat of a timing or span has its own, whatever the argument spelling."""

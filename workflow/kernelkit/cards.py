@@ -106,14 +106,18 @@ def pool_resource(gpu: int) -> str:
 
 
 def pool_job_bound(processes: int) -> int:
-    """How many jobs of one card's worker pool (kernelkit.worker) Snakemake runs at once: its
-    processes, and half as many again queued, so that a worker finishing a job takes the next at
-    once, while Snakemake is still starting another.
+    """How many jobs of one card's worker pool (kernelkit.worker) Snakemake runs at once: twice its
+    processes, so that the jobs a worker takes next already wait at the pool's socket when it
+    finishes one.
 
-    Why a bound: a job waiting for its card's pool takes a core all the same. Unbounded, the first
-    card's checks, which rank first, took 22 of 32 cores on two H200s while its 8 workers ran 8 of
-    them; the second card's checks could not start for 5.8 s, and its workers idled (h200-w2x2e)."""
-    return processes + max(1, processes // 2)
+    Why twice: one timing target built from scratch has 8 to 12 check jobs (rmsnorm 8). With 4
+    processes and a bound of 6, its last two checks started 0.27-0.42 s after a slot freed, the
+    time Snakemake took to notice the finished job and start the next, on the build's critical
+    path (H200, 2026-12-01). Why a bound at all: a job waiting for its card's pool takes a core all
+    the same. Unbounded, the first card's checks, which rank first, took 22 of 32 cores on two
+    H200s while its 8 workers ran 8 of them; the second card's checks could not start for 5.8 s,
+    and its workers idled (h200-w2x2e)."""
+    return 2 * processes
 
 
 @dataclass(frozen=True)
