@@ -43,23 +43,6 @@ def test_discovery_takes_the_config_then_cuda_visible_devices_then_falls_back_to
     assert cards.from_command_line(["0", "1"]) == [0, 1]
 
 
-def test_the_count_begun_ahead_is_the_one_discovery_takes_and_only_where_it_needs_one(monkeypatch):
-    calls = []
-    monkeypatch.setattr(cards, "_nvml_count", lambda: calls.append(1) or 3)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    for settled in ([0, 1], ["0"], "allocated", ["x"]):
-        monkeypatch.setattr(cards, "_counting", None)
-        cards.count_ahead(settled)  # listed by the config, or refused later by discover(): nothing to count
-        assert cards._counting is None
-    monkeypatch.setattr(cards, "_counted", [])
-    cards.count_ahead(None)
-    cards.count_ahead(None)
-    assert cards.discover(None, {}) == [0, 1, 2]
-    assert cards.discover(None, {}) == [0, 1, 2]
-    assert calls == [1]
-
-
 @pytest.mark.parametrize("configured, environ", [
     ([1, 0], {"CUDA_VISIBLE_DEVICES": "3"}), ([2], {}), ([], {}), ("allocated", {}), (None, {"SLURM_JOB_ID": "85"}),
     (None, {"CUDA_VISIBLE_DEVICES": "5, 2"}), (None, {}), (None, {"CUDA_VISIBLE_DEVICES": ""})])

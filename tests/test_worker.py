@@ -361,7 +361,7 @@ def _answer_jobs(listener, defer_s, name, ready):
     ready.put(name)
     while True:
         try:
-            connection = next_job([listener], 10.0, defer_s)
+            connection = next_job(listener, 10.0, defer_s)
         except TimeoutError:
             return
         with connection:
@@ -416,74 +416,8 @@ def test_a_deferring_worker_still_ends_after_its_idle_time():
         listener.listen(1)
         began = time.monotonic()
         with pytest.raises(TimeoutError):
-            next_job([listener], 0.3, 0.02)
+            next_job(listener, 0.3, 0.02)
         assert 0.3 <= time.monotonic() - began < 5
-
-
-def test_a_waiting_job_of_the_first_socket_is_taken_before_one_that_came_earlier():
-    """kernelkit.worker_client.FIRST: with jobs waiting on both of a pool's sockets, a worker takes
-    the one on the socket listed first, although the other job connected before it."""
-    from kernelkit.worker import next_job
-
-    name = f"\0kernelkit-test-{uuid.uuid4().hex}"
-    with contextlib.ExitStack() as stack:
-        listeners = []
-        for address in (name + worker.FIRST_SUFFIX, name):
-            listener = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
-            listener.bind(address)
-            listener.listen(8)
-            listeners.append(listener)
-        clients = []
-        for address in (name, name + worker.FIRST_SUFFIX, name):
-            client = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
-            client.connect(address)
-            clients.append(client)
-        taken = [stack.enter_context(next_job(listeners, 5.0, 0.0)) for _ in clients]
-        for index, connection in enumerate(taken):
-            connection.sendall(str(index).encode())
-        assert [int(client.recv(8)) for client in clients] == [1, 0, 2]
-        assert all(connection.gettimeout() is None for connection in taken)
-        with pytest.raises(TimeoutError):
-            next_job(listeners, 0.2, 0.0)
-
-
-def test_the_sanitizers_job_goes_to_its_pools_first_socket(tmp_path, monkeypatch):
-    """The job's own process connects to the pool's first socket for a FIRST stage, to the pool's
-    name for any other (a listening stand-in pool answers which one it was)."""
-    monkeypatch.setenv(worker.WORKER_VARIABLE, "1")
-    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path))
-    for command, first in (("sanitize", True), ("control", False)):
-        argv = [command, "--kernel", "rmsnorm"]
-        address = worker.pool_address(argv)
-        with contextlib.ExitStack() as stack:
-            for suffix in ("", worker.FIRST_SUFFIX):
-                listener = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
-                listener.bind(address + suffix)
-                listener.listen(1)
-                stack.enter_context(_stand_in_answering(listener, rc=7 if suffix else 5))
-            assert worker.delegated_exit_code(argv) == (7 if first else 5)
-
-
-@contextlib.contextmanager
-def _stand_in_answering(listener, rc):
-    """A thread that takes one job from `listener` and answers it as a worker does, with `rc`."""
-    import threading
-
-    def answer():
-        with contextlib.suppress(OSError):  # the job went to the other socket: this one times out
-            connection = listener.accept()[0]
-            with connection, connection.makefile("rb") as requests:
-                requests.readline()
-                connection.sendall(json.dumps({"pid": 0}).encode() + b"\n")
-                connection.sendall(json.dumps({"rc": rc, "stdout": "", "stderr": ""}).encode() + b"\n")
-
-    listener.settimeout(1.0)
-    thread = threading.Thread(target=answer, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join(5.0)
 
 
 def test_contexts_ahead_travel_as_pool_options():

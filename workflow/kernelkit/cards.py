@@ -10,7 +10,6 @@ here runs at workflow-parse time on the CPU; nothing imports CuPy.
 from __future__ import annotations
 
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -40,37 +39,7 @@ def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[
     fail with the kit's one sentence about the missing GPU, as they do on one card.
     """
     listed = _listed(configured, os.environ if environ is None else environ)
-    return list(range(_card_count() or 1)) if listed is COUNTED else listed
-
-
-_counting: threading.Thread | None = None
-_counted: list[int] = []
-
-
-def count_ahead(configured: Any) -> None:
-    """Begin NVML's count of the cards in a thread, where discover() will need it, for discover()
-    to take. Why: importing pynvml and initialising NVML took 0.13-0.19 s of the workflow's parse
-    on an H200, on the way to the first job of one timing target built from scratch (2026-12-01);
-    NVML's initialisation waits in the driver, outside Python's lock, beside the config's checks.
-    A setting discover() refuses counts nothing here: discover() says what is wrong."""
-    global _counting
-    try:
-        needed = _listed(from_command_line(configured), os.environ) is COUNTED
-    except (KitError, TypeError, ValueError):
-        return
-    if needed and _counting is None:
-        _counting = threading.Thread(target=lambda: _counted.append(_nvml_count()), name="kernelkit-count-cards",
-                                     daemon=True)
-        _counting.start()
-
-
-def _card_count() -> int:
-    """NVML's count of the cards: count_ahead's, where it began one, else counted now."""
-    if _counting is not None:
-        _counting.join()
-        if _counted:
-            return _counted[0]
-    return _nvml_count()
+    return list(range(_nvml_count() or 1)) if listed is COUNTED else listed
 
 
 # What _listed answers when neither the config nor the environment lists the cards: NVML counts them.

@@ -13,12 +13,10 @@ Unix socket and prints what the pool ran, with its exit code. The pool is starte
 job that finds none, as a session of its own; it listens on an abstract socket named by the
 user, the kit's source files, the Python and the environment that decides which GPU and lock
 the jobs get (CUDA_VISIBLE_DEVICES, KERNELKIT_*, SLURM's job id), so a job only meets a pool
-that would do exactly what the job's own process would. Its processes share the socket, and a
-second one for the stages whose jobs go first (kernelkit.worker_client.FIRST): every idle process
-wakes for a connection and one takes it, a job waiting on the second socket before any on the
-first; one without a CUDA context lets one that has it go first (`next_job`). Each runs one job
-at a time, and each ends after `idle_exit_s` without a job once no workflow it is kept for runs
-(kernelkit.worker_client.keep_for_workflow).
+that would do exactly what the job's own process would. Its processes share the socket (every
+idle process wakes for a connection and one takes it; one without a CUDA context lets one that
+has it go first, `next_job`), each runs one job at a time, and each ends after `idle_exit_s`
+without a job once no workflow it is kept for runs (kernelkit.worker_client.keep_for_workflow).
 The socket name vanishes with its last process, and a second starter finds the name taken and
 leaves.
 
@@ -43,12 +41,12 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
-from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, FIRST_SUFFIX, IDLE_VARIABLE, POOLS_VARIABLE,
-                                     PROCESSES_VARIABLE, ContextsAhead, kept_for_workflow, read_line)
+from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
+                                     ContextsAhead, kept_for_workflow, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -181,43 +179,42 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
 WITHOUT_CONTEXT_DEFER_S = 0.02
 
 
-def next_job(listeners: Sequence[socket.socket], idle_exit_s: float, defer_s: float) -> socket.socket:
-    """The next job's connection from the pool's shared sockets, or TimeoutError when none came
-    for `idle_exit_s`. Every idle worker wakes when a job arrives, and one of them takes it, from
-    the first of `listeners` that has one waiting (the jobs that go first, FIRST_SUFFIX); a
+def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> socket.socket:
+    """The next job's connection from the pool's shared socket, or TimeoutError when none came
+    for `idle_exit_s`. Every idle worker wakes when a job arrives, and one of them takes it: a
     worker that defers (`defer_s` > 0) takes it only if it is still there `defer_s` later."""
+    listener.settimeout(idle_exit_s)
+    if defer_s <= 0:
+        return listener.accept()[0]
     deadline = time.monotonic() + idle_exit_s
-    for listener in listeners:
-        # Non-blocking: a job another worker took raises BlockingIOError here instead of waiting. The
-        # flag is on the open file the pool's processes share, and every one of them sets it so.
-        listener.settimeout(0)
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select(listeners, [], [], remaining)[0]:
+        if remaining <= 0 or not select.select([listener], [], [], remaining)[0]:
             raise TimeoutError
-        if defer_s > 0:
-            time.sleep(defer_s)
-        for listener in listeners:
-            try:
-                connection = listener.accept()[0]
-            except BlockingIOError:
-                continue  # none waits here, or another worker took it
-            connection.setblocking(True)
-            return connection
+        time.sleep(defer_s)
+        # Non-blocking (the timeout mode keeps O_NONBLOCK set, so the other processes' sockets,
+        # which share its open file, are unchanged).
+        listener.settimeout(0)
+        try:
+            return listener.accept()[0]
+        except BlockingIOError:
+            continue  # another worker took it
+        finally:
+            listener.settimeout(idle_exit_s)
 
 
-def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
+def serve(listener: socket.socket, idle_exit_s: float, address: str,
           contexts_ahead: ContextsAhead | None = None) -> None:
     """Take jobs from the shared socket until none came for `idle_exit_s` and no workflow the pool
     is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job ended this worker.
     `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
     worker = Worker()
-    if contexts_ahead is not None and not select.select(listeners, [], [], 0)[0]:
+    if contexts_ahead is not None and not select.select([listener], [], [], 0)[0]:
         make_contexts_ahead(contexts_ahead.other_context)
     while True:
         try:
             # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
-            connection = next_job(listeners, idle_exit_s,
+            connection = next_job(listener, idle_exit_s,
                                   0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
             if kept_for_workflow(address):
@@ -312,10 +309,6 @@ def pool_main() -> None:
     except OSError:
         return
     listener.listen(128)
-    # The name is this pool's now; its jobs that go first (FIRST) wait on a socket of their own.
-    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    first.bind(address + FIRST_SUFFIX)
-    first.listen(128)
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
@@ -327,7 +320,7 @@ def pool_main() -> None:
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
     with contextlib.suppress(ImportError):
         import cupy  # noqa: F401
-    serve([first, listener], idle_exit_s(), address, contexts_ahead)
+    serve(listener, idle_exit_s(), address, contexts_ahead)
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -37,13 +37,6 @@ IDLE_VARIABLE = "KERNELKIT_WORKER_IDLE_S"
 # first card's pool, warm by then.
 DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "summary", "figure", "clock-figure",
                        "report"})
-# The stages whose jobs a pool's idle worker takes before any other waiting job, from a socket of
-# their own (the pool's name and FIRST_SUFFIX). Why: the sanitizer's job is the longest check of a
-# kernel (0.5-1.3 s of compute-sanitizer children), and one timing target built from scratch waits
-# for all of its eight checks, which four processes run in two rounds: where it arrived among the
-# last, the timing started 0.1-0.3 s later than its other checks allowed (H200, 2026-12-01).
-FIRST = frozenset({"sanitize"})
-FIRST_SUFFIX = "-first"
 # Environment that decides what a job does on which GPU, and how many processes share its work
 # (KERNELKIT_WORKER_PROCESSES): a pool serves only jobs that agree on it. Why the size: a
 # `--cores 1` run started within `idle_exit_s` of a parallel one otherwise took the parallel run's
@@ -199,13 +192,12 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     if not argv or not enabled(argv[0]):
         return None
     address = pool_address(argv)
-    job_address = address + FIRST_SUFFIX if argv[0] in FIRST else address
     request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
                "client_pid": os.getpid()}
     deadline = time.monotonic() + START_TIMEOUT_S
     spawned = False
     while time.monotonic() < deadline:
-        client = _connect(job_address)
+        client = _connect(address)
         if client is None:
             if not spawned:
                 _spawn_pool(address)

@@ -54,7 +54,6 @@ def run_cores():
         return 1
 
 
-kit_cards.count_ahead(config.get("gpus"))
 # `--config gpus=[0,1]` arrives as a list of strings.
 config["gpus"] = kit_cards.from_command_line(config.get("gpus"))
 if config["gpus"] is None:
