@@ -154,9 +154,9 @@ def test_a_pool_the_config_gives_no_size_has_the_runs_cores_up_to_four_processes
 
 
 def test_every_check_one_rmsnorm_timing_target_needs_can_start_at_once_with_the_default_pool():
-    """The one-target build the README times (rmsnorm) waits for its correctness job, its negative
-    controls and its sanitizer job, all run by the card's pool: none of them may wait for a
-    Snakemake scheduling round behind the pool's job bound (kernelkit.cards.pool_job_bound)."""
+    """What kernelkit.cards.pool_job_bound is for: the one-target build the README times (rmsnorm)
+    has its correctness job, its negative controls and its sanitizer job run by the card's pool,
+    and none of them waits behind the bound for a Snakemake scheduling round."""
     from kernelkit import cards, spec
 
     checks = 1 + len(spec.load("rmsnorm").mutations) + 1
