@@ -477,6 +477,9 @@ def test_a_command_that_runs_gpu_jobs_has_its_pool_waiting_before_the_first_job(
         # It began before the config was read, and took its name once the config was validated.
         (name,) = re.findall(r"kernelkit workflow \d+ starts pool (\S+) before its jobs, begun while the workflow was read", log)
         assert f"serving {name}" in log
+        # Its name is the one the jobs looked for: every job ran in one of its processes.
+        serving = {int(pid) for pid in re.findall(rf"kernelkit worker (\d+) serving {name}$", log, flags=re.M)}
+        assert {job["worker"]["pid"] for job in jobs} <= serving, "the jobs ran in a pool the workflow did not start"
         assert {job["worker"]["pool_started_unix_s"] for job in jobs} != {None}
         # The sanitizer's job makes no CUDA context of its own (its children do), so the timing
         # after it finds no process outside the kit's on the GPU (device.compute_capability).

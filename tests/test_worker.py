@@ -36,9 +36,9 @@ def pool_env(tmp_path):
             os.kill(pid, signal.SIGTERM)
 
 
-def _address(env):
+def _address(env, python=sys.executable):
     code = "from kernelkit.worker_client import pool_address; print(repr(pool_address()))"
-    return eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
+    return eval(subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
                                check=True).stdout)
 
 
@@ -49,8 +49,8 @@ def _listening(address):
                if len(line.split()) >= 8)
 
 
-def _kit(argv, env, cwd=REPO):
-    return subprocess.run([sys.executable, "-m", "kernelkit", *argv], env=env, cwd=cwd, capture_output=True,
+def _kit(argv, env, cwd=REPO, python=sys.executable):
+    return subprocess.run([python, "-m", "kernelkit", *argv], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -374,12 +374,15 @@ def test_an_unnamed_pool_takes_the_name_its_jobs_look_for_and_serves_their_first
     marker = f"KERNELKIT_TEST_UNNAMED={uuid.uuid4().hex}"
     workflow = subprocess.Popen(["sleep", "60"])  # the workflow the pool is kept for
     try:
-        with _environment(marker):
+        with _environment(marker, PYTHONPATH=pool_env["PYTHONPATH"]):
             pool = worker.UnnamedPool.begin()
         assert pool is not None
         time.sleep(0.5)
         assert pool.process.poll() is None, "the pool left before it was named"
-        address = _address(pool_env)
+        # The workflow's jobs run `python -m kernelkit` through a shell: that Python, as named there,
+        # is part of the pool's name.
+        job_python = shutil.which("python", path=pool_env.get("PATH")) or sys.executable
+        address = _address(pool_env, job_python)
         assert not _listening(address)
         pool.name(pool_env, workflow.pid)
         assert _wait_until(lambda: _listening(address)), "the named pool took no name"
@@ -387,7 +390,7 @@ def test_an_unnamed_pool_takes_the_name_its_jobs_look_for_and_serves_their_first
         assert f"kernelkit workflow {workflow.pid} starts pool {address[1:]} before its jobs, begun while the workflow was read" in log
         assert _wait_until(lambda: len(_processes_started_with(marker)) == 2), "not a pool of KERNELKIT_WORKER_PROCESSES=2"
         argv, output = _skipped_timing(tmp_path, "first")
-        done = _kit(argv, pool_env)
+        done = _kit(argv, pool_env, python=job_python)
         assert done.returncode == 0, done.stderr
         job = json.loads(output.read_text())["job"]
         assert job["worker"]["pid"] in _processes_started_with(marker)
@@ -405,7 +408,7 @@ def test_an_unnamed_pool_sent_away_leaves_at_once_and_writes_nothing(tmp_path, p
     """A refused config or a command without GPU jobs dismisses the pool begun for it: it leaves
     without a name, a log line or a GPU."""
     marker = f"KERNELKIT_TEST_UNNAMED={uuid.uuid4().hex}"
-    with _environment(marker, KERNELKIT_LOCK_DIR=pool_env["KERNELKIT_LOCK_DIR"]):
+    with _environment(marker, KERNELKIT_LOCK_DIR=pool_env["KERNELKIT_LOCK_DIR"], PYTHONPATH=pool_env["PYTHONPATH"]):
         pool = worker.UnnamedPool.begin()
     pool.dismiss()
     assert pool.process.wait(timeout=30) == 0

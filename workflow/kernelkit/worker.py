@@ -317,11 +317,12 @@ NAMING_TIMEOUT_S = 120.0
 
 def unnamed_pool_main() -> None:
     """Entry of a pool begun before its name was known (kernelkit.worker_client.UnnamedPool): import
-    what the jobs need while the starter validates its config, then take the jobs' environment and
-    the name it gives, bind the name (or leave: another pool has it), fork the other processes,
-    which share the imports, and serve. The imports touch no GPU (CuPy starts CUDA at its first
-    call, not at import), so the forked processes each make their own CUDA context, as in
-    pool_main. Without a name (the pipe closed) it leaves at once, its imports unfinished."""
+    what the jobs need while the starter validates its config; then apply the starter's changes to
+    the environment this process began with, which make it the jobs' environment, take the name
+    the jobs look for (or leave: another pool has it), fork the other processes, which share the
+    imports, and serve. The imports touch no GPU (CuPy starts CUDA at its first call, not at
+    import), so the forked processes each make their own CUDA context, as in pool_main. Without a
+    name (the pipe closed) it leaves at once, its imports unfinished."""
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     naming: list[dict[str, Any]] = []
@@ -339,8 +340,9 @@ def unnamed_pool_main() -> None:
     if not naming:
         return  # no name in NAMING_TIMEOUT_S
     request = naming[0]
-    os.environ.clear()
-    os.environ.update(request["environment"])
+    for variable in request["unset"]:
+        os.environ.pop(variable, None)
+    os.environ.update(request["set"])
     address = pool_address()  # the jobs' name, from their environment
     os.environ.update(pool_environment(os.environ))
     with open_worker_log() as log:  # from now on this pool's output goes where pool_main's does

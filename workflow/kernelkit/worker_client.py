@@ -174,39 +174,52 @@ def _spawn_pool(address: str, options: Sequence[str] = ()) -> None:
 class UnnamedPool:
     """The checks' pool of a workflow's first card, begun before the workflow knows the pool's
     name: its process imports what every job needs (kernelkit.worker.unnamed_pool_main), touching
-    no GPU, and then reads one line on its standard input. `name` sends the environment of the
-    card's jobs, from which the pool takes the name they look for (pool_address), and the workflow's
-    pid it is kept for; closing the pipe without a line (`dismiss`: a refused config, a run
-    without GPU jobs, pools turned off, or the workflow's end) sends it away.
+    no GPU, and then reads one line on its standard input. `name` sends what the card's jobs will
+    find in their environment beyond what the pool began with (the config's KERNELKIT_ variables,
+    the card's prefix), from which the pool takes the name those jobs look for (pool_address), and
+    the workflow's pid it is kept for; closing the pipe without a line (`dismiss`: a refused
+    config, a run without GPU jobs, pools turned off, or the workflow's end) sends it away.
 
     Why: the name depends on the validated config (the pool's size, the lock directory, the card),
     and one timing target built from scratch waits for the pool's imports. Started once the config
     was validated and the command read, the pool began 0.38-0.61 s into the reading of the workflow,
     and its processes were ready 0.29-0.46 s after Snakemake had handed out the first jobs (H200,
-    2026-12-01, six builds)."""
+    2026-12-01, six builds).
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+    It begins as the jobs do, `python` through a shell (their Python, and their environment but for
+    the changes `name` sends): a pool begun with this process's own interpreter took a name no job
+    looked for (H200, 2026-12-02)."""
+
+    COMMAND = "exec python -c 'from kernelkit.worker import unnamed_pool_main; unnamed_pool_main()'"
+
+    def __init__(self, process: subprocess.Popen[bytes], begun_with: Mapping[str, str]) -> None:
         self.process = process
+        self.begun_with = dict(begun_with)
 
     @classmethod
     def begin(cls) -> UnnamedPool | None:
         """Start the pool's first process in a session of its own (the workflow's end does not end
         it), its output nowhere until it knows its worker log; None where it cannot start."""
+        environment = dict(os.environ)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-c", "from kernelkit.worker import unnamed_pool_main; unnamed_pool_main()"],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, env=pool_environment(os.environ),
+                cls.COMMAND, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, env=environment,
             )
         except OSError:
             return None
-        return cls(process)
+        return cls(process, environment)
 
     def name(self, environment: Mapping[str, str], workflow_pid: int,
              contexts_ahead: ContextsAhead | None = None) -> None:
-        """Give the pool its jobs' environment and the workflow it is kept for, and let it go."""
-        line = json.dumps({"environment": dict(environment), "workflow_pid": workflow_pid,
-                           "options": contexts_ahead.options() if contexts_ahead else []})
+        """Give the pool its jobs' `environment` (as changes to the one it began with) and the
+        workflow it is kept for, and let it go."""
+        line = json.dumps({
+            "set": {key: value for key, value in environment.items() if self.begun_with.get(key) != value},
+            "unset": sorted(set(self.begun_with) - set(environment)),
+            "workflow_pid": workflow_pid,
+            "options": contexts_ahead.options() if contexts_ahead else [],
+        })
         with contextlib.suppress(OSError):
             self.process.stdin.write(line.encode() + b"\n")
         self.dismiss()
