@@ -32,6 +32,7 @@ A job whose pool cannot start within `START_TIMEOUT_S` runs in its own process, 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -381,12 +382,19 @@ def _fork_the_other_processes(address: str) -> None:
     os.write(sys.stdout.fileno(), line.encode())  # one write: the processes' lines stay whole
 
 
+# Imported by every GPU job at its first use, not by kernelkit.cli: the check of the job's settings
+# (jsonschema, 0.1-0.15 s) and the GPU's key (NVML).
+FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
+
+
 def _import_what_jobs_need() -> None:
-    """The imports every job needs, before the first job arrives (jobs wait in the socket's queue)."""
+    """The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
+    None of them touches a GPU."""
     import kernelkit.cli  # noqa: F401
 
-    with contextlib.suppress(ImportError):
-        import cupy  # noqa: F401
+    for module in FIRST_USE_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
 
 
 def _serve_from_this_size(listener: socket.socket, address: str, contexts_ahead: ContextsAhead | None) -> None:
