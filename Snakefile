@@ -5,9 +5,6 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-include: "workflow/rules/pools.smk"
-
-
 configfile: "config/config.yaml"
 
 

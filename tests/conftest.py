@@ -59,29 +59,17 @@ def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
-def pool_pids(name: str, worker_log: Path | None = None) -> list[int]:
+def pool_pids(name: str) -> list[int]:
     """The processes of the worker pool called `name` (kernelkit.worker_client.pool_address, without
-    its leading NUL), read from their command lines, and, given the pools' `worker_log`, those it
-    says serve that name: a pool begun before it was named (kernelkit.worker_client.UnnamedPool)
-    has no name on its command line."""
-    pids = set()
+    its leading NUL), read from their command lines."""
+    pids = []
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and name.encode() in (proc / "cmdline").read_bytes():
-                pids.add(int(proc.name))
+                pids.append(int(proc.name))
         except OSError:
             continue
-    try:
-        logged = worker_log.read_text() if worker_log is not None else ""
-    except OSError:
-        logged = ""
-    for pid in re.findall(rf"kernelkit worker (\d+) serving {re.escape(name)}$", logged, flags=re.M):
-        try:
-            if b"kernelkit.worker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                pids.add(int(pid))
-        except OSError:
-            continue
-    return sorted(pids)
+    return pids
 
 
 def kill_waiting_children(lock_dir: Path) -> None:

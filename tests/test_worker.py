@@ -7,7 +7,6 @@ import contextlib
 import json
 import multiprocessing
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,9 +35,9 @@ def pool_env(tmp_path):
             os.kill(pid, signal.SIGTERM)
 
 
-def _address(env, python=sys.executable):
+def _address(env):
     code = "from kernelkit.worker_client import pool_address; print(repr(pool_address()))"
-    return eval(subprocess.run([python, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
+    return eval(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,  # noqa: S307
                                check=True).stdout)
 
 
@@ -49,8 +48,8 @@ def _listening(address):
                if len(line.split()) >= 8)
 
 
-def _kit(argv, env, cwd=REPO, python=sys.executable):
-    return subprocess.run([python, "-m", "kernelkit", *argv], env=env, cwd=cwd, capture_output=True,
+def _kit(argv, env, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "kernelkit", *argv], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -353,98 +352,6 @@ def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_e
     _start_pool(pool_env)
     time.sleep(1.0)  # a second pool would have bound the name, or left, by now
     assert sorted(pool_pids(address[1:])) == first
-
-
-def _processes_started_with(marker):
-    """The processes whose environment at their start held `marker` (a variable's `NAME=value`):
-    an unnamed pool takes its name from a line on its standard input, not from its command line."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and marker.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
-
-
-def test_an_unnamed_pool_takes_the_name_its_jobs_look_for_and_serves_their_first_job(tmp_path, pool_env):
-    """kernelkit.worker_client.UnnamedPool: begun before the name is known, given the jobs'
-    environment later, it serves the job that looks for the pool of that environment."""
-    marker = f"KERNELKIT_TEST_UNNAMED={uuid.uuid4().hex}"
-    workflow = subprocess.Popen(["sleep", "60"])  # the workflow the pool is kept for
-    try:
-        with _environment(marker, PYTHONPATH=pool_env["PYTHONPATH"]):
-            pool = worker.UnnamedPool.begin()
-        assert pool is not None
-        time.sleep(0.5)
-        assert pool.process.poll() is None, "the pool left before it was named"
-        # The workflow's jobs run `python -m kernelkit` through a shell: that Python, as named there,
-        # is part of the pool's name.
-        job_python = shutil.which("python", path=pool_env.get("PATH")) or sys.executable
-        address = _address(pool_env, job_python)
-        assert not _listening(address)
-        pool.name(pool_env, workflow.pid)
-        assert _wait_until(lambda: _listening(address)), "the named pool took no name"
-        log = (Path(pool_env["KERNELKIT_LOCK_DIR"]) / f"kernelkit-worker-{os.geteuid()}.log").read_text()
-        assert f"kernelkit workflow {workflow.pid} starts pool {address[1:]} before its jobs, begun while the workflow was read" in log
-        assert _wait_until(lambda: len(_processes_started_with(marker)) == 2), "not a pool of KERNELKIT_WORKER_PROCESSES=2"
-        argv, output = _skipped_timing(tmp_path, "first")
-        done = _kit(argv, pool_env, python=job_python)
-        assert done.returncode == 0, done.stderr
-        job = json.loads(output.read_text())["job"]
-        assert job["worker"]["pid"] in _processes_started_with(marker)
-        assert job["worker"]["job_number"] == 1
-        assert job["worker"]["pool_started_unix_s"] <= job["worker"]["started_unix_s"] < job["started_unix_s"]
-    finally:
-        workflow.kill()
-        workflow.wait()
-        for pid in _processes_started_with(marker):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-
-
-def test_an_unnamed_pool_sent_away_leaves_at_once_and_writes_nothing(tmp_path, pool_env):
-    """A refused config or a command without GPU jobs dismisses the pool begun for it: it leaves
-    without a name, a log line or a GPU."""
-    marker = f"KERNELKIT_TEST_UNNAMED={uuid.uuid4().hex}"
-    with _environment(marker, KERNELKIT_LOCK_DIR=pool_env["KERNELKIT_LOCK_DIR"], PYTHONPATH=pool_env["PYTHONPATH"]):
-        pool = worker.UnnamedPool.begin()
-    pool.dismiss()
-    assert pool.process.wait(timeout=30) == 0
-    assert not _processes_started_with(marker)
-    assert not Path(pool_env["KERNELKIT_LOCK_DIR"]).exists()
-
-
-def test_a_refused_config_leaves_no_pool_behind(tmp_path):
-    """The workflow begins the first card's pool before it reads its config; a config it refuses
-    sends the pool away, so bad input leaves nothing running, on the GPU or off it."""
-    marker = f"KERNELKIT_TEST_UNNAMED={uuid.uuid4().hex}"
-    name, value = marker.split("=")
-    env = kit_env(KERNELKIT_LOCK_DIR=str(tmp_path / "locks"), KERNELKIT_WORKER="1", **{name: value})
-    snakemake = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
-    done = subprocess.run([snakemake, "--cores", "2", "--config", "run=a/b", "--", "results/x/environment.json"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1
-    assert "kernelkit: config key 'run' must be" in done.stderr
-    assert _wait_until(lambda: not _processes_started_with(marker), timeout_s=10), "a pool outlived the refused config"
-    assert not (tmp_path / "locks").exists()
-
-
-@contextlib.contextmanager
-def _environment(*assignments, **variables):
-    """This process's environment with these variables set, for a child started inside."""
-    pairs = dict(item.split("=", 1) for item in assignments) | variables
-    before = {name: os.environ.get(name) for name in pairs}
-    os.environ.update(pairs)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _answer_jobs(listener, defer_s, name, ready):

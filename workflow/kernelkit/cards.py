@@ -231,15 +231,6 @@ def pin(gpu: int | None) -> str:
 
     CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number cards as NVML and nvidia-smi do, so index i in
     the config is the same card for CUDA, NVML and the per-GPU lock."""
-    variables = pinned_environment(gpu)
-    if not variables:
-        return ""
-    return f"export {' '.join(f'{name}={value}' for name, value in variables.items())}; "
-
-
-def pinned_environment(gpu: int | None) -> dict[str, str]:
-    """The variables `pin` exports: what a process started outside the jobs' shell sets to be on
-    their card (kernelkit.worker_client.UnnamedPool)."""
     if gpu is None:
-        return {}
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)}
+        return ""
+    return f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "

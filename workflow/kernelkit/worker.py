@@ -47,8 +47,7 @@ from typing import Any, Iterator
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     ContextsAhead, keep_for_workflow, kept_for_workflow, note_start, open_worker_log,
-                                     pool_address, pool_environment, read_line, worker_log)
+                                     ContextsAhead, kept_for_workflow, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -304,105 +303,35 @@ def pool_main() -> None:
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
-    listener = _bound(address)
-    if listener is None:
-        return
-    _fork_the_other_processes(address)
-    _import_what_jobs_need()
-    _serve_from_this_size(listener, address, ContextsAhead.from_options(sys.argv[2:]))
-
-
-# How long an unnamed pool waits for its name before it leaves (kernelkit.worker_client.UnnamedPool).
-NAMING_TIMEOUT_S = 120.0
-
-
-def unnamed_pool_main() -> None:
-    """Entry of a pool begun before its name was known (kernelkit.worker_client.UnnamedPool): import
-    what the jobs need while the starter validates its config; then apply the starter's changes to
-    the environment this process began with, which make it the jobs' environment, take the name
-    the jobs look for (or leave: another pool has it), fork the other processes, which share the
-    imports, and serve. The imports touch no GPU (CuPy starts CUDA at its first call, not at
-    import), so the forked processes each make their own CUDA context, as in pool_main. Without a
-    name (the pipe closed) it leaves at once, its imports unfinished."""
-    global _pool_started_unix_s
-    _pool_started_unix_s = process_started_unix_s() or time.time()
-    naming: list[dict[str, Any]] = []
-
-    def read_name() -> None:
-        line = sys.stdin.buffer.readline()
-        if not line:
-            os._exit(0)  # dismissed: nothing of the pool's is worth finishing
-        naming.append(json.loads(line))
-
-    reader = threading.Thread(target=read_name, daemon=True)
-    reader.start()
-    _import_what_jobs_need()
-    reader.join(NAMING_TIMEOUT_S)
-    if not naming:
-        return  # no name in NAMING_TIMEOUT_S
-    request = naming[0]
-    for variable in request["unset"]:
-        os.environ.pop(variable, None)
-    os.environ.update(request["set"])
-    address = pool_address()  # the jobs' name, from their environment
-    os.environ.update(pool_environment(os.environ))
-    with open_worker_log() as log:  # from now on this pool's output goes where pool_main's does
-        os.dup2(log.fileno(), sys.stdout.fileno())
-        os.dup2(log.fileno(), sys.stderr.fileno())
-    keep_for_workflow(address, int(request["workflow_pid"]))
-    contexts_ahead = ContextsAhead.from_options(request.get("options", []))
-    note_start(worker_log(), address, int(request["workflow_pid"]),
-               (contexts_ahead.describe() if contexts_ahead else "") + ", begun while the workflow was read")
-    listener = _bound(address)
-    if listener is None:
-        return
-    _fork_the_other_processes(address)
-    _serve_from_this_size(listener, address, contexts_ahead)
-
-
-def _bound(address: str) -> socket.socket | None:
-    """A listening socket bound to the pool's name, or None: another pool has the name."""
+    contexts_ahead = ContextsAhead.from_options(sys.argv[2:])
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(address)
     except OSError:
-        listener.close()
-        return None
+        return
     listener.listen(128)
-    return listener
-
-
-def _fork_the_other_processes(address: str) -> None:
-    """Make this pool pool_size() processes, each saying in the worker log that it serves."""
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {address[1:]}\n"
-    sys.stdout.flush()
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}\n"
     os.write(sys.stdout.fileno(), line.encode())  # one write: the processes' lines stay whole
-
-
-# Imported by every GPU job at its first use, not by kernelkit.cli: the check of the job's settings
-# (jsonschema, 0.1-0.15 s) and the GPU's key (NVML).
-FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
-
-
-def _import_what_jobs_need() -> None:
-    """The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
-    None of them touches a GPU."""
+    # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
     import kernelkit.cli  # noqa: F401
-
-    for module in FIRST_USE_IMPORTS:
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module)
-
-
-def _serve_from_this_size(listener: socket.socket, address: str, contexts_ahead: ContextsAhead | None) -> None:
-    """Serve, each process keeping timing inputs within its share of the host's memory."""
     from kernelkit import inputs
 
     inputs.kept = inputs.KeptInputs(kept_input_bytes(pool_size() * pools_per_gpu()))
+    for module in FIRST_USE_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
     serve(listener, idle_exit_s(), address, contexts_ahead)
+
+
+# Imported by each GPU job at its first use, not by kernelkit.cli: the check of the job's settings
+# (jsonschema) and the GPU's key (NVML). Imported by the pool instead, a new worker's first job
+# took 0.02-0.24 s from taking the job to taking the GPU lock, against 0.24-0.44 s (H200,
+# 2026-12-02, 19 and 21 such jobs); the pool's processes were ready that much later, so one timing
+# target built from scratch, which waits for them, was no faster (4.73-5.61 s in five builds).
+FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping, Sequence
+from typing import Any, Sequence
 
 from kernelkit.jobstart import process_started_unix_s, start_ticks
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
@@ -139,95 +139,26 @@ def worker_log() -> Path:
     return Path(os.environ.get(LOCK_DIR_VARIABLE) or DEFAULT_LOCK_DIR) / f"kernelkit-worker-{os.geteuid()}.log"
 
 
-def open_worker_log() -> BinaryIO:
-    """The worker log, opened for appending (os.devnull where it cannot be): one older log is kept,
-    set aside when it has grown past LOG_KEEP_BYTES (a pool still writing it goes on)."""
-    path = worker_log()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_file() and path.stat().st_size > LOG_KEEP_BYTES:
-            path.replace(path.with_name(path.name + ".1"))
-        return open(path, "ab")  # noqa: SIM115 - the caller closes it
-    except OSError:
-        return open(os.devnull, "ab")  # noqa: SIM115
-
-
-def pool_environment(environment: Mapping[str, str]) -> dict[str, str]:
-    """A pool's environment: its jobs' (`environment`), with this kit first on PYTHONPATH, so that
-    the pool runs the kit whose files named it (kit_fingerprint)."""
-    kit_root = str(Path(__file__).resolve().parents[1])
-    return {**environment, "PYTHONPATH": os.pathsep.join(filter(None, (kit_root, environment.get("PYTHONPATH"))))}
-
-
 def _spawn_pool(address: str, options: Sequence[str] = ()) -> None:
     """Start a pool in a session of its own, so that the job's end (or Snakemake's) does not end it;
     its output goes to the lock directory's worker log, not to this job's log. `options`: what
     kernelkit.worker.pool_main reads after the address (ContextsAhead.options)."""
-    with open_worker_log() as log:
+    path = worker_log()
+    log_dir = path.parent
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        if path.is_file() and path.stat().st_size > LOG_KEEP_BYTES:
+            path.replace(path.with_name(path.name + ".1"))  # one older log is kept; a pool writing it goes on
+        log = open(path, "ab")  # noqa: SIM115 - handed to the child
+    except OSError:
+        log = open(os.devnull, "ab")  # noqa: SIM115
+    with log:
         subprocess.Popen(
             [sys.executable, "-c", "from kernelkit.worker import pool_main; pool_main()", address[1:], *options],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-            env=pool_environment(os.environ),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(Path(__file__).resolve().parents[1]),
+                                                                          os.environ.get("PYTHONPATH"))))},
         )
-
-
-class UnnamedPool:
-    """The checks' pool of a workflow's first card, begun before the workflow knows the pool's
-    name: its process imports what every job needs (kernelkit.worker.unnamed_pool_main), touching
-    no GPU, and then reads one line on its standard input. `name` sends what the card's jobs will
-    find in their environment beyond what the pool began with (the config's KERNELKIT_ variables,
-    the card's prefix), from which the pool takes the name those jobs look for (pool_address), and
-    the workflow's pid it is kept for; closing the pipe without a line (`dismiss`: a refused
-    config, a run without GPU jobs, pools turned off, or the workflow's end) sends it away.
-
-    Why: the name depends on the validated config (the pool's size, the lock directory, the card),
-    and one timing target built from scratch waits for the pool's imports. Started once the config
-    was validated and the command read, the pool began 0.38-0.61 s into the reading of the workflow,
-    and its processes were ready 0.29-0.46 s after Snakemake had handed out the first jobs (H200,
-    2026-12-01, six builds).
-
-    It begins as the jobs do, `python` through a shell (their Python, and their environment but for
-    the changes `name` sends): a pool begun with this process's own interpreter took a name no job
-    looked for (H200, 2026-12-02)."""
-
-    COMMAND = "exec python -c 'from kernelkit.worker import unnamed_pool_main; unnamed_pool_main()'"
-
-    def __init__(self, process: subprocess.Popen[bytes], begun_with: Mapping[str, str]) -> None:
-        self.process = process
-        self.begun_with = dict(begun_with)
-
-    @classmethod
-    def begin(cls) -> UnnamedPool | None:
-        """Start the pool's first process in a session of its own (the workflow's end does not end
-        it), its output nowhere until it knows its worker log; None where it cannot start."""
-        environment = dict(os.environ)
-        try:
-            process = subprocess.Popen(
-                cls.COMMAND, shell=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True, env=environment,
-            )
-        except OSError:
-            return None
-        return cls(process, environment)
-
-    def name(self, environment: Mapping[str, str], workflow_pid: int,
-             contexts_ahead: ContextsAhead | None = None) -> None:
-        """Give the pool its jobs' `environment` (as changes to the one it began with) and the
-        workflow it is kept for, and let it go."""
-        line = json.dumps({
-            "set": {key: value for key, value in environment.items() if self.begun_with.get(key) != value},
-            "unset": sorted(set(self.begun_with) - set(environment)),
-            "workflow_pid": workflow_pid,
-            "options": contexts_ahead.options() if contexts_ahead else [],
-        })
-        with contextlib.suppress(OSError):
-            self.process.stdin.write(line.encode() + b"\n")
-        self.dismiss()
-
-    def dismiss(self) -> None:
-        """Close the pipe: a pool given no name leaves; a named one goes on."""
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
 
 
 def read_line(stream: Any) -> dict[str, Any] | None:
@@ -305,17 +236,12 @@ def start_pool(argv: Sequence[str] = ("correctness",), workflow_pid: int | None 
     address, path = pool_address(argv), worker_log()
     if workflow_pid is not None:
         keep_for_workflow(address, workflow_pid)
-    note_start(path, address, workflow_pid or os.getppid(), contexts_ahead.describe() if contexts_ahead else "")
-    _spawn_pool(address, contexts_ahead.options() if contexts_ahead else ())
-
-
-def note_start(log_path: Path, address: str, workflow_pid: int, details: str) -> None:
-    """The worker log's line saying which workflow started which pool before its jobs."""
     with contextlib.suppress(OSError):
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a", encoding="utf-8") as log:
-            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {workflow_pid} starts "
-                      f"pool {address[1:]} before its jobs{details}\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit workflow {workflow_pid or os.getppid()} starts "
+                      f"pool {address[1:]} before its jobs{contexts_ahead.describe() if contexts_ahead else ''}\n")
+    _spawn_pool(address, contexts_ahead.options() if contexts_ahead else ())
 
 
 class ContextsAhead:

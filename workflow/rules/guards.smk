@@ -76,6 +76,13 @@ def check_targets():
             refuse(problem)
 
 
+def jobs_use_this_python():
+    """Whether the jobs run in this process's Python, not in a conda environment of their own."""
+    from snakemake.settings.types import DeploymentMethod
+
+    return DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+
+
 @functools.lru_cache(maxsize=None)
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
