@@ -23,6 +23,7 @@ BUSY_LOOP = """
 import sys, time
 import cupy as cp
 a = cp.ones((4096, 4096), dtype=cp.float32)
+a @ a  # cuBLAS loads at its first call (seconds from a cold disk): before "ready", not inside the loop
 cp.cuda.Device().synchronize()
 print("ready", flush=True)
 time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
@@ -44,7 +45,9 @@ def nvml_here():
 
 
 def start_busy(seconds: float, after_s: float = 0.0) -> subprocess.Popen:
-    """A process with a CUDA context that computes for `seconds`, `after_s` after it says ready."""
+    """A process with a CUDA context that computes for `seconds`, `after_s` after it says ready.
+    Ready means its matmul has run once: started by the loop instead, cuBLAS's first call could
+    outlast a short test's stretch, and the process computed nothing while the test looked."""
     busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds), str(after_s)], stdout=subprocess.PIPE, text=True)
     assert busy.stdout.readline().strip() == "ready"
     return busy
