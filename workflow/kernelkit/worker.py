@@ -297,6 +297,14 @@ def idle_exit_s() -> float:
         return DEFAULT_IDLE_EXIT_S
 
 
+# Imported by each GPU job at its first use, not by kernelkit.cli: the check of the job's settings
+# (jsonschema) and the GPU's key (NVML). Imported by the pool instead, a new worker's first job
+# took 0.02-0.24 s from taking the job to taking the GPU lock, against 0.24-0.44 s (H200,
+# 2026-12-02, 19 and 21 such jobs); the pool's processes were ready that much later, so one timing
+# target built from scratch, which waits for them, was no faster (4.73-5.61 s in five builds).
+FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
+
+
 def pool_main() -> None:
     """Entry of a pool's first process: take the socket name (or leave: another pool has it),
     fork the other processes before anything touches CUDA, and serve."""
@@ -324,14 +332,6 @@ def pool_main() -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
     serve(listener, idle_exit_s(), address, contexts_ahead)
-
-
-# Imported by each GPU job at its first use, not by kernelkit.cli: the check of the job's settings
-# (jsonschema) and the GPU's key (NVML). Imported by the pool instead, a new worker's first job
-# took 0.02-0.24 s from taking the job to taking the GPU lock, against 0.24-0.44 s (H200,
-# 2026-12-02, 19 and 21 such jobs); the pool's processes were ready that much later, so one timing
-# target built from scratch, which waits for them, was no faster (4.73-5.61 s in five builds).
-FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30
