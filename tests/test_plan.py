@@ -114,7 +114,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
 
 def test_naming_one_timing_target_builds_only_what_it_needs():
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
-                     "-n", "--cores", "1", "--config", "run=pytest-dry-run")
+                     "-n", "-p", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
     # The layout's sanitizer record gates its timing like the checks do. The controls and the
     # sanitizer wait for no correctness record: they run beside the layout's correctness job.
@@ -122,6 +122,14 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
     checks = [b for b in blocks if b.startswith(("rule negative_control:", "rule sanitize:"))]
     assert len(checks) == 7 and not any("/correctness/" in b.split("output:")[0] for b in checks)
+    # The jobs that wait on a compute-sanitizer child go to their pool's first-served socket
+    # (kernelkit.worker_client.first_served_address): the sanitizer's, and each control whose
+    # bug only racecheck shows; no other job.
+    mutations = specs.load("rmsnorm").mutations
+    marked = {re.search(r"(sanitizer|controls)/rmsnorm(?:/(\w+))?\.json", b.split("log:")[0]).group(2) or "sanitizer"
+              for b in blocks if "KERNELKIT_WORKER_FIRST=1 python -m kernelkit" in b}
+    assert marked == {"sanitizer"} | {name for name, mutation in mutations.items() if mutation.needs_gpu_to_show}
+    assert "barrier" in marked
 
 
 def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):

@@ -354,14 +354,14 @@ def test_starting_a_pool_where_one_serves_leaves_that_one_alone(tmp_path, pool_e
     assert sorted(pool_pids(address[1:])) == first
 
 
-def _answer_jobs(listener, defer_s, name, ready):
-    """A stand-in worker in a process of its own: answer each job on the shared socket with its name."""
+def _answer_jobs(listeners, defer_s, name, ready):
+    """A stand-in worker in a process of its own: answer each job on the shared sockets with its name."""
     from kernelkit.worker import next_job
 
     ready.put(name)
     while True:
         try:
-            connection = next_job(listener, 10.0, defer_s)
+            connection = next_job(listeners, 10.0, defer_s)
         except TimeoutError:
             return
         with connection:
@@ -381,14 +381,12 @@ def test_an_idle_worker_that_used_the_gpu_takes_a_job_before_one_that_would_make
     """Two processes wait on one shared socket, as a pool's do: the one that defers (no CUDA context
     yet) gets a job only when the other is gone, and then `defer_s` later."""
     address = f"\0kernelkit-test-{uuid.uuid4().hex}"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(address)
-    listener.listen(8)
+    listener = _shared_listener(address)
     forked = multiprocessing.get_context("fork")
     ready = forked.Queue()
     defer_s = 0.5
-    used_gpu = forked.Process(target=_answer_jobs, args=(listener, 0.0, "used_gpu", ready), daemon=True)
-    no_context = forked.Process(target=_answer_jobs, args=(listener, defer_s, "no_context", ready), daemon=True)
+    used_gpu = forked.Process(target=_answer_jobs, args=([listener], 0.0, "used_gpu", ready), daemon=True)
+    no_context = forked.Process(target=_answer_jobs, args=([listener], defer_s, "no_context", ready), daemon=True)
     try:
         for process in (no_context, used_gpu):
             process.start()
@@ -408,16 +406,78 @@ def test_an_idle_worker_that_used_the_gpu_takes_a_job_before_one_that_would_make
         listener.close()
 
 
-def test_a_deferring_worker_still_ends_after_its_idle_time():
+@pytest.mark.parametrize("defer_s", [0.0, 0.02])
+def test_a_worker_still_ends_after_its_idle_time(defer_s):
     from kernelkit.worker import next_job
 
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(f"\0kernelkit-test-{uuid.uuid4().hex}")
-        listener.listen(1)
+    with _shared_listener(f"\0kernelkit-test-{uuid.uuid4().hex}") as listener:
         began = time.monotonic()
         with pytest.raises(TimeoutError):
-            next_job(listener, 0.3, 0.02)
+            next_job([listener], 0.3, defer_s)
         assert 0.3 <= time.monotonic() - began < 5
+
+
+def _shared_listener(address):
+    """A listening socket as pool_main makes each of a pool's: non-blocking, shared by its processes."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(8)
+    listener.setblocking(False)
+    return listener
+
+
+def _connected(address):
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.connect(address)
+    return client
+
+
+def test_a_job_at_the_first_served_socket_is_taken_before_jobs_that_came_earlier():
+    """kernelkit.worker.next_job with the pool's two sockets: the first-served one's job goes first,
+    then the others in the order they came."""
+    from kernelkit.worker import next_job
+
+    address = f"\0kernelkit-test-{uuid.uuid4().hex}"
+    first_address = worker.first_served_address(address)
+    with _shared_listener(first_address) as first, _shared_listener(address) as other:
+        clients = [_connected(address), _connected(address), _connected(first_address)]
+        for number, client in enumerate(clients):
+            client.sendall(bytes([number]))
+        try:
+            taken = []
+            for _ in clients:
+                with next_job([first, other], 5.0, 0.0) as connection:
+                    connection.setblocking(True)
+                    taken.append(connection.recv(1)[0])
+            assert taken == [2, 0, 1]
+            with pytest.raises(TimeoutError):
+                next_job([first, other], 0.2, 0.0)
+        finally:
+            for client in clients:
+                client.close()
+
+
+def test_a_job_marked_first_served_reaches_its_pool_through_the_second_socket(tmp_path, pool_env):
+    """The pool binds both names (kernelkit.worker.pool_main); a marked job connects to the first-served
+    one, and a pool it starts itself serves it there."""
+    address = _address(pool_env)
+    argv, output = _skipped_timing(tmp_path, "first_served")
+    done = _kit(argv, {**pool_env, worker.FIRST_SERVED_VARIABLE: "1"})
+    assert done.returncode == 0, done.stderr
+    marked = json.loads(output.read_text())["job"]["worker"]
+    assert marked["job_number"] == 1
+    assert _listening(address) and _listening(worker.first_served_address(address))
+    argv, output = _skipped_timing(tmp_path, "other")
+    assert _kit(argv, pool_env).returncode == 0
+    pool = pool_pids(address[1:])
+    assert marked["pid"] in pool and json.loads(output.read_text())["job"]["worker"]["pid"] in pool
+
+
+def test_the_first_served_mark_names_the_same_pool(monkeypatch):
+    monkeypatch.delenv(worker.FIRST_SERVED_VARIABLE, raising=False)
+    unmarked = worker.pool_address()
+    monkeypatch.setenv(worker.FIRST_SERVED_VARIABLE, "1")
+    assert worker.pool_address() == unmarked
 
 
 def test_contexts_ahead_travel_as_pool_options():

@@ -216,7 +216,7 @@ class Claimed:
 
     def run(self, plan: Path, key: str, lock_path: str, timeout_s: float) -> dict[str, Any] | None:
         """Run `plan` in the child: its exit code (None: it did not end in time, and it was
-        killed), output and waits; or None, the child sent away or gone before its context was
+        killed), output, when it started and its waits; or None, the child sent away or gone before its context was
         up, when the caller must start a child of its own."""
         deadline = self.claimed + timeout_s
         ready = self._wait_for(READY, deadline)
@@ -234,7 +234,8 @@ class Claimed:
             output = (self.directory / OUTPUT).read_text(encoding="utf-8", errors="replace")
         shutil.rmtree(self.directory, ignore_errors=True)
         return {"exit_code": code if isinstance(code, int) else None, "output": output,
-                "waiting_child": {"context_s": ready.get("context_s"),
+                "waiting_child": {"started_unix_s": round(_started_unix_s(self.directory), 3),
+                                  "context_s": ready.get("context_s"),
                                   "waited_for_its_context_s": round(handed - self.claimed, 3),
                                   "ready_before_claim_s": round(max(0.0, self.claimed_unix_s - float(ready.get("ready_unix_s", 0))), 3)}}
 

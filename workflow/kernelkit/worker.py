@@ -13,12 +13,12 @@ Unix socket and prints what the pool ran, with its exit code. The pool is starte
 job that finds none, as a session of its own; it listens on an abstract socket named by the
 user, the kit's source files, the Python and the environment that decides which GPU and lock
 the jobs get (CUDA_VISIBLE_DEVICES, KERNELKIT_*, SLURM's job id), so a job only meets a pool
-that would do exactly what the job's own process would. Its processes share the socket (every
-idle process wakes for a connection and one takes it; one without a CUDA context lets one that
-has it go first, `next_job`), each runs one job at a time, and each ends after `idle_exit_s`
+that would do exactly what the job's own process would, and on a second socket for the jobs it
+serves first (kernelkit.worker_client.first_served_address). Its processes share the sockets
+(every idle process wakes for a connection and one takes it; one without a CUDA context lets one
+that has it go first, `next_job`), each runs one job at a time, and each ends after `idle_exit_s`
 without a job once no workflow it is kept for runs (kernelkit.worker_client.keep_for_workflow).
-The socket name vanishes with its last process, and a second starter finds the name taken and
-leaves.
+The socket names vanish with its last process, and a second starter finds them taken and leaves.
 
 What stays per job: the command and its records, the GPU lock (held by the worker process for
 that job's stretches, never across jobs), the job's clock (from the client's process start, so a
@@ -42,12 +42,12 @@ import struct
 import sys
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
 from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     ContextsAhead, kept_for_workflow, read_line)
+                                     ContextsAhead, first_served_address, kept_for_workflow, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -180,42 +180,38 @@ def _end_with_the_job(connection: socket.socket, running: threading.Event) -> No
 WITHOUT_CONTEXT_DEFER_S = 0.02
 
 
-def next_job(listener: socket.socket, idle_exit_s: float, defer_s: float) -> socket.socket:
-    """The next job's connection from the pool's shared socket, or TimeoutError when none came
-    for `idle_exit_s`. Every idle worker wakes when a job arrives, and one of them takes it: a
-    worker that defers (`defer_s` > 0) takes it only if it is still there `defer_s` later."""
-    listener.settimeout(idle_exit_s)
-    if defer_s <= 0:
-        return listener.accept()[0]
+def next_job(listeners: Sequence[socket.socket], idle_exit_s: float, defer_s: float) -> socket.socket:
+    """The next job's connection from the pool's shared sockets, from the first of `listeners` that
+    has one waiting (the pool lists the socket of the jobs served first before its other one), or
+    TimeoutError when none came for `idle_exit_s`. The sockets are non-blocking (pool_main). Every
+    idle worker wakes when a job arrives, and one of them takes it: a worker that defers
+    (`defer_s` > 0) takes it only if it is still there `defer_s` later."""
     deadline = time.monotonic() + idle_exit_s
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([listener], [], [], remaining)[0]:
+        if remaining <= 0 or not select.select(listeners, [], [], remaining)[0]:
             raise TimeoutError
-        time.sleep(defer_s)
-        # Non-blocking (the timeout mode keeps O_NONBLOCK set, so the other processes' sockets,
-        # which share its open file, are unchanged).
-        listener.settimeout(0)
-        try:
-            return listener.accept()[0]
-        except BlockingIOError:
-            continue  # another worker took it
-        finally:
-            listener.settimeout(idle_exit_s)
+        if defer_s > 0:
+            time.sleep(defer_s)
+        for listener in listeners:
+            try:
+                return listener.accept()[0]
+            except BlockingIOError:
+                continue  # none waits there, or another worker took it
 
 
-def serve(listener: socket.socket, idle_exit_s: float, address: str,
+def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
           contexts_ahead: ContextsAhead | None = None) -> None:
-    """Take jobs from the shared socket until none came for `idle_exit_s` and no workflow the pool
+    """Take jobs from the shared sockets (next_job) until none came for `idle_exit_s` and no workflow the pool
     is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job ended this worker.
     `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
     worker = Worker()
-    if contexts_ahead is not None and not select.select([listener], [], [], 0)[0]:
+    if contexts_ahead is not None and not select.select(listeners, [], [], 0)[0]:
         make_contexts_ahead(contexts_ahead.other_context)
     while True:
         try:
             # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
-            connection = next_job(listener, idle_exit_s,
+            connection = next_job(listeners, idle_exit_s,
                                   0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
             if kept_for_workflow(address):
@@ -306,24 +302,30 @@ FIRST_USE_IMPORTS = ("jsonschema", "pynvml", "cupy")
 
 
 def pool_main() -> None:
-    """Entry of a pool's first process: take the socket name (or leave: another pool has it),
+    """Entry of a pool's first process: take the socket name (or leave: another pool has it) and
+    the name of its socket for the jobs served first (kernelkit.worker_client.first_served_address),
     fork the other processes before anything touches CUDA, and serve."""
     global _pool_started_unix_s
     _pool_started_unix_s = process_started_unix_s() or time.time()
     address = "\0" + sys.argv[1]
     contexts_ahead = ContextsAhead.from_options(sys.argv[2:])
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(address)
-    except OSError:
-        return
-    listener.listen(128)
+    listeners = []
+    for name in (first_served_address(address), address):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(name)
+        except OSError:
+            return
+        listener.listen(128)
+        # Shared by every process of the pool (one open file): each only polls and tries to accept.
+        listener.setblocking(False)
+        listeners.append(listener)
     for _ in range(pool_size() - 1):
         if os.fork() == 0:
             break
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}\n"
     os.write(sys.stdout.fileno(), line.encode())  # one write: the processes' lines stay whole
-    # The imports every job needs, before the first job arrives (jobs wait in the socket's queue).
+    # The imports every job needs, before the first job arrives (jobs wait in the sockets' queues).
     import kernelkit.cli  # noqa: F401
     from kernelkit import inputs
 
@@ -331,7 +333,7 @@ def pool_main() -> None:
     for module in FIRST_USE_IMPORTS:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
-    serve(listener, idle_exit_s(), address, contexts_ahead)
+    serve(listeners, idle_exit_s(), address, contexts_ahead)
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

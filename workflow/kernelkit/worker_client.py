@@ -23,6 +23,8 @@ from kernelkit.jobstart import process_started_unix_s, start_ticks
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 
 WORKER_VARIABLE = "KERNELKIT_WORKER"
+# "1": the job goes to its pool's socket for the jobs served first (first_served_address).
+FIRST_SERVED_VARIABLE = "KERNELKIT_WORKER_FIRST"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
 # How many pools a GPU may have at once (one per repeat, REPEATED): they share the host's memory.
 POOLS_VARIABLE = "KERNELKIT_WORKER_POOLS"
@@ -44,7 +46,7 @@ DELEGATED = frozenset({"time", "span", "correctness", "control", "sanitize", "su
 # run of 2026-12-01: 197.7 s, against 174.9 s alone).
 KEYED_PREFIXES = ("KERNELKIT_", "CUDA_", "CUPY_", "TRITON_", "TORCH", "NVIDIA_", "PYTHON", "LD_", "SLURM_JOB_ID",
                   "SLURM_STEP_ID")
-UNKEYED = frozenset({WORKER_VARIABLE, IDLE_VARIABLE})
+UNKEYED = frozenset({WORKER_VARIABLE, IDLE_VARIABLE, FIRST_SERVED_VARIABLE})
 START_TIMEOUT_S = 60.0
 CONNECT_RETRY_S = 0.05
 DEFAULT_IDLE_EXIT_S = 30.0
@@ -114,6 +116,18 @@ def pool_address(argv: Sequence[str] = ()) -> str:
     repeat = repeat_of(argv)
     suffix = f"-repeat{repeat}" if repeat is not None and repeat > 1 else ""
     return f"\0kernelkit-worker-{os.geteuid()}-{kit_fingerprint()}{suffix}"
+
+
+def first_served_address(address: str) -> str:
+    """The pool's second socket: an idle worker takes a job waiting there before any job waiting
+    at `address` (kernelkit.worker.next_job).
+
+    Why: the checks whose job waits on a compute-sanitizer child (the sanitizer's, and a control
+    whose bug only racecheck shows) are the longest of one timing target built from scratch, and
+    jobs reach a pool's socket in the order their processes happen to start: in 9 of 11 such
+    builds a worker took one of them, or both, only after it had finished a shorter check (H200,
+    2026-12-02). The workflow marks those jobs (FIRST_SERVED_VARIABLE)."""
+    return address + "-first"
 
 
 def enabled(command: str | None) -> bool:
@@ -192,12 +206,13 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     if not argv or not enabled(argv[0]):
         return None
     address = pool_address(argv)
+    queue = first_served_address(address) if os.environ.get(FIRST_SERVED_VARIABLE) == "1" else address
     request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
                "client_pid": os.getpid()}
     deadline = time.monotonic() + START_TIMEOUT_S
     spawned = False
     while time.monotonic() < deadline:
-        client = _connect(address)
+        client = _connect(queue)
         if client is None:
             if not spawned:
                 _spawn_pool(address)

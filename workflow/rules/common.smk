@@ -28,7 +28,7 @@ from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 from kernelkit.worker import pool_size as worker_pool_size
-from kernelkit.worker_client import IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import FIRST_SERVED_VARIABLE, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
 from kernelkit.worker_client import default_processes as default_worker_processes
 
 
@@ -622,6 +622,15 @@ def card_of(wildcards):
 def pin(wildcards):
     """Shell prefix giving the job its one card (empty where the allocation does)."""
     return kit_cards.pin(card_of(wildcards))
+
+
+def served_first_prefix(wildcards):
+    """Shell prefix of a check whose job waits on a compute-sanitizer child (the sanitizer's, or a
+    control whose bug only racecheck shows): its card's pool serves it before the other checks
+    (kernelkit.worker_client.first_served_address). Empty for the other checks."""
+    if "control" in wildcards.keys() and not SPECS[checked_kernel(wildcards)].mutations[checked_control(wildcards)].needs_gpu_to_show:
+        return ""
+    return f"{FIRST_SERVED_VARIABLE}=1 "
 
 
 def pool_pin(wildcards):

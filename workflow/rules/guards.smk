@@ -98,7 +98,8 @@ def gpu_problem():
 
 
 def check_gpu_up_front():
-    """No GPU and a command that surely needs one: the sentence, before Snakemake prints more."""
+    """No GPU and a command that surely needs one: the sentence, before Snakemake prints more.
+    With a GPU, the sanitizer's children that the targets surely need start now."""
     targets, runs_jobs = command_line()
     if targets is None or not runs_jobs:
         return
@@ -108,6 +109,8 @@ def check_gpu_up_front():
         problem = gpu_problem()
         if problem:
             refuse(problem)
+        if not FROZEN:
+            start_sanitizer_children_ahead(targets)
 
 
 def gpu_jobs(jobs):
@@ -135,8 +138,11 @@ def refuse_without_gpu(jobs):
         refuse(f"{problem} ({len(gpu_jobs(jobs))} planned jobs need the GPU)")
 
 
-check_targets()
-check_gpu_up_front()
+
+def count_children(wanted, card, tools):
+    counts = wanted.setdefault(card, {})
+    for tool in tools:
+        counts[tool] = counts.get(tool, 0) + 1
 
 
 def sanitizer_children_wanted(jobs):
@@ -146,26 +152,80 @@ def sanitizer_children_wanted(jobs):
     wanted = {}
     for job in jobs:
         if job.rule.name == "sanitize":
-            tools = ("memcheck", "racecheck")
+            count_children(wanted, card_of(job.wildcards), ("memcheck", "racecheck"))
         elif job.rule.name == "negative_control" and SPECS[job.wildcards.kernel].mutations[job.wildcards.control].needs_gpu_to_show:
-            tools = ("racecheck",)
-        else:
-            continue
-        counts = wanted.setdefault(card_of(job.wildcards), {})
-        for tool in tools:
-            counts[tool] = counts.get(tool, 0) + 1
+            count_children(wanted, card_of(job.wildcards), ("racecheck",))
     return wanted
+
+
+def sanitizer_children_surely_needed(targets):
+    """Per card, the children of each compute-sanitizer tool that the targets surely need, read
+    from the targets and the files alone (as gpu_surely_needed): the missing sanitizer records
+    and racecheck controls that the named timing and span targets wait for, every kernel's for
+    the run's default target and its report. Other targets count none here."""
+    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
+    gated = {}  # kernel: the layouts whose timing the targets wait for
+    for name in [os.path.normpath(t) for t in targets] if targets else ["all"]:
+        if name == "all" or name.startswith(f"{report_dir}/"):
+            for kernel in KERNELS:
+                gated.setdefault(kernel, set()).update(LAYOUTS[kernel])
+            continue
+        timing = template_pattern(paths.TIMING).match(name)
+        span = template_pattern(paths.SPAN).match(name)
+        if timing and timing["view"] in ("timing", "cold") and timing["kernel"] in KERNELS:
+            gated.setdefault(timing["kernel"], set()).add(timing["layout"])
+        elif span and span["kernel"] in KERNELS:
+            gated.setdefault(span["kernel"], set()).update(LAYOUTS[span["kernel"]])
+    wanted = {}
+    for kernel, layouts in gated.items():
+        card = CARD_OF_CHECKS[kernel]
+        if not all(os.path.exists(name) for name in layout_sanitizer_files(kernel, sorted(layouts))):
+            count_children(wanted, card, ("memcheck", "racecheck"))
+        for control, mutation in SPECS[kernel].mutations.items():
+            if mutation.needs_gpu_to_show and not os.path.exists(paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)):
+                count_children(wanted, card, ("racecheck",))
+    return wanted
+
+
+# Per card, the children started while the workflow was read (start_sanitizer_children_ahead).
+SANITIZER_CHILDREN_AHEAD = {}
+
+
+def start_sanitizer_children(wanted):
+    """Start children until `wanted` wait on each card (kernelkit.standby.start), through the jobs'
+    shell and card prefix, so they are on the jobs' card and in their environment. Not where the
+    jobs' Python is not this process's (conda) or an allocation picks the card (GPUS is None):
+    their children would never be claimed."""
+    if not GPUS or not jobs_use_this_python():
+        return {}
+    for card, counts in wanted.items():
+        start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
+    return wanted
+
+
+def start_sanitizer_children_ahead(targets):
+    """Start the children the targets surely need while Snakemake still reads the workflow.
+
+    Why: a child's context under racecheck takes about a second to make, and the sanitizer's job
+    and the `barrier` control, the last checks of one timing target built from scratch, waited
+    for their children's contexts for up to 0.71 s when the children started with the first jobs
+    (H200, 2026-12-02)."""
+    SANITIZER_CHILDREN_AHEAD.update(start_sanitizer_children(sanitizer_children_surely_needed(targets)))
 
 
 def start_waiting_sanitizer_children(jobs):
     """Start the sanitizer's children before the jobs that will claim them (kernelkit.standby),
-    through the jobs' shell and card prefix, so they are on the jobs' card and in their
-    environment. Not where the jobs' Python is not this process's (conda) or an allocation
-    picks the card (GPUS is None): their children would never be claimed."""
-    if not GPUS or not jobs_use_this_python():
-        return
-    for card, counts in sanitizer_children_wanted(jobs).items():
-        start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
+    unless those started while the workflow was read were as many on each card."""
+    wanted = {
+        card: counts
+        for card, counts in sanitizer_children_wanted(jobs).items()
+        if any(count > SANITIZER_CHILDREN_AHEAD.get(card, {}).get(tool, 0) for tool, count in counts.items())
+    }
+    start_sanitizer_children(wanted)
+
+
+check_targets()
+check_gpu_up_front()
 
 
 def repeats_beyond_the_first(jobs):
