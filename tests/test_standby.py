@@ -82,6 +82,7 @@ def job_lock(key: str = KEY) -> dict:
 
 
 def test_a_waiting_child_runs_the_plan_of_the_job_that_claims_it(tmp_path, tool):
+    began = time.time()
     (directory,) = standby.start({"racecheck": 1}, waiting_program)
     assert wait_until(lambda: (directory / standby.READY).exists())
     ready = json.loads((directory / standby.READY).read_text())
@@ -89,7 +90,9 @@ def test_a_waiting_child_runs_the_plan_of_the_job_that_claims_it(tmp_path, tool)
 
     result = tools._run_tool(str(tool), "racecheck", tiny_plan(tmp_path / "plan", job_lock()), job_lock(), 60)
     assert (result["exit_code"], result["errors"], result["launches"], result["status"]) == (0, 0, 1, "ran")
-    assert set(result["waiting_child"]) == {"context_s", "waited_for_its_context_s", "ready_before_claim_s"}
+    waited = result["waiting_child"]
+    assert set(waited) == {"started_unix_s", "context_s", "waited_for_its_context_s", "ready_before_claim_s"}
+    assert began - 0.01 <= waited["started_unix_s"] <= began + 5
     assert "launched k t32 8x1 normal" in result["tail"] and "plan handed over after" in result["tail"]
     assert not directory.exists() and standby.waiting("racecheck") == 0
 
