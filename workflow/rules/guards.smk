@@ -5,7 +5,6 @@
 import functools
 import threading
 
-from kernelkit import device as kit_device
 from kernelkit import records as kit_records
 
 
@@ -89,28 +88,30 @@ def gpu_problem():
     environment or on other machines are not asked about: this process's Python is not theirs.
     Asked once: the check before the first job reuses the answer of the check while the workflow
     is read, which it repeated for 0.11-0.18 s before the first job of one target built from
-    scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata)."""
+    scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata), and that
+    check's answer was begun in a thread when the workflow began (common.smk DRIVER_PROBLEM)."""
     if not jobs_use_this_python():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
-    return kit_device.gpu_problem()
+    return DRIVER_PROBLEM.result() if DRIVER_PROBLEM else kit_device.gpu_problem()
 
 
 def check_gpu_up_front():
     """No GPU and a command that surely needs one: the sentence, before Snakemake prints more.
-    With a GPU, the sanitizer's children that the targets surely need start now."""
+    The other cards' pools and the sanitizer's children that the targets surely need start
+    first, and the check overlaps their start; without a GPU, they leave on their own."""
     targets, runs_jobs = command_line()
     if targets is None or not runs_jobs:
         return
     if gpu_surely_needed(targets):
-        if POOLED:  # the first card's pool started in common.smk; the check below overlaps these
+        if POOLED:  # the first card's pool started in common.smk
             start_worker_pools([gpu for gpu in GPUS if gpu != FIRST_CARD])
+        if not FROZEN:
+            start_sanitizer_children_ahead(targets)
         problem = gpu_problem()
         if problem:
             refuse(problem)
-        if not FROZEN:
-            start_sanitizer_children_ahead(targets)
 
 
 def gpu_jobs(jobs):
