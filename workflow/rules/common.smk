@@ -20,18 +20,25 @@ sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 from kernelkit import cards as kit_cards
 from kernelkit import device as kit_device
 
-# NVML's count of the cards (kit_cards.discover) and the driver's check (guards.smk gpu_problem)
-# begin here, in threads, and are read where the workflow needs them. Why: one after the other
-# they took 0.13-0.19 s and 0.11-0.18 s of reading the workflow, on the way to the first job of
-# one timing target built from scratch (H200, 2026-12-01), while the kit's imports and the
-# config's checks, which come first, ask nothing of the GPU.
-if workflow.local_exec:
-    PROBES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kernelkit-probe")
-    CARD_COUNT = PROBES.submit(kit_cards.nvml_count)
-    DRIVER_PROBLEM = PROBES.submit(kit_device.gpu_problem)
-    PROBES.shutdown(wait=False)
-else:
-    CARD_COUNT = DRIVER_PROBLEM = None
+
+def in_background(function):
+    """`function`'s answer, begun now in a thread of its own (None where jobs do not run here)."""
+    if not workflow.local_exec:
+        return None
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelkit-probe")
+    answer = thread.submit(function)
+    thread.shutdown(wait=False)
+    return answer
+
+
+# NVML's count of the cards (kit_cards.discover) begins here and the driver's check (guards.smk
+# gpu_problem) once the first card's pool has started; both are read where the workflow needs
+# them. Why: one after the other they took 0.13-0.19 s and 0.11-0.18 s of reading the workflow,
+# on the way to the first job of one timing target built from scratch (H200, 2026-12-01). The
+# driver's check waits for the pool: begun here too, its Python work (the CuPy wheel's metadata)
+# held the interpreter from the config's checks, and the pool started 0.60 s after the Snakefile
+# was first read instead of 0.41 s (means of six builds each, H200, 2026-12-02).
+CARD_COUNT = in_background(kit_cards.nvml_count)
 
 from kernelkit import KitError
 from kernelkit import config as kit_config
@@ -232,6 +239,7 @@ except KitError:
     FIRST_CARD = None  # kit_cards.discover below refuses the setting in its own sentence
 if FIRST_CARD is not None:
     start_worker_pools([FIRST_CARD])
+DRIVER_PROBLEM = in_background(kit_device.gpu_problem)
 
 
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}

@@ -89,7 +89,7 @@ def gpu_problem():
     Asked once: the check before the first job reuses the answer of the check while the workflow
     is read, which it repeated for 0.11-0.18 s before the first job of one target built from
     scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata), and that
-    check's answer was begun in a thread when the workflow began (common.smk DRIVER_PROBLEM)."""
+    check's answer was begun in a thread once the first card's pool started (common.smk DRIVER_PROBLEM)."""
     if not jobs_use_this_python():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
