@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from kernelkit import KitError
 
@@ -29,19 +29,17 @@ COPY_BYTES_PER_S = 3.0e12
 FP32_FLOPS_PER_S = 5.0e13
 
 
-def discover(configured: Any, environ: Mapping[str, str] | None = None,
-             count: Callable[[], int] | None = None) -> list[int] | None:
+def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
     """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
 
     Order of precedence: config key `gpus`, then CUDA_VISIBLE_DEVICES, then NVML's device count.
     Inside a SLURM job (SLURM_JOB_ID set) without `gpus`, the allocation's CUDA_VISIBLE_DEVICES
     stands: there Snakemake runs the jobs of a submitted group, and the allocation chose the card.
     Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
-    fail with the kit's one sentence about the missing GPU, as they do on one card. `count`: NVML's
-    count as nvml_count gives it (the workflow begins one in a thread before it needs it).
+    fail with the kit's one sentence about the missing GPU, as they do on one card.
     """
     listed = _listed(configured, os.environ if environ is None else environ)
-    return list(range((count or nvml_count)() or 1)) if listed is COUNTED else listed
+    return list(range(_nvml_count() or 1)) if listed is COUNTED else listed
 
 
 # What _listed answers when neither the config nor the environment lists the cards: NVML counts them.
@@ -84,7 +82,7 @@ def from_command_line(value: Any) -> Any:
     return value
 
 
-def nvml_count() -> int:
+def _nvml_count() -> int:
     try:
         import pynvml
 

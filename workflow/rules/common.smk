@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
@@ -17,30 +16,8 @@ from snakemake.utils import validate
 # from the environment the README's install command set up (`pip install -e .`).
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
-from kernelkit import cards as kit_cards
-from kernelkit import device as kit_device
-
-
-def in_background(function):
-    """`function`'s answer, begun now in a thread of its own (None where jobs do not run here)."""
-    if not workflow.local_exec:
-        return None
-    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelkit-probe")
-    answer = thread.submit(function)
-    thread.shutdown(wait=False)
-    return answer
-
-
-# NVML's count of the cards (kit_cards.discover) begins here and the driver's check (guards.smk
-# gpu_problem) once the first card's pool has started; both are read where the workflow needs
-# them. Why: one after the other they took 0.13-0.19 s and 0.11-0.18 s of reading the workflow,
-# on the way to the first job of one timing target built from scratch (H200, 2026-12-01). The
-# driver's check waits for the pool: begun here too, its Python work (the CuPy wheel's metadata)
-# held the interpreter from the config's checks, and the pool started 0.60 s after the Snakefile
-# was first read instead of 0.41 s (means of six builds each, H200, 2026-12-02).
-CARD_COUNT = in_background(kit_cards.nvml_count)
-
 from kernelkit import KitError
+from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
@@ -239,7 +216,6 @@ except KitError:
     FIRST_CARD = None  # kit_cards.discover below refuses the setting in its own sentence
 if FIRST_CARD is not None:
     start_worker_pools([FIRST_CARD])
-DRIVER_PROBLEM = in_background(kit_device.gpu_problem)
 
 
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
@@ -248,7 +224,7 @@ PLAN = {target.key: target for target in kit_config.timing_plan(config)}
 # before the run. Under an executor that allocates GPUs itself (SLURM), or with `gpus: allocated`,
 # the allocation's CUDA_VISIBLE_DEVICES stands and GPUS is None.
 try:
-    GPUS = kit_cards.discover(config.get("gpus"), count=CARD_COUNT.result if CARD_COUNT else None)
+    GPUS = kit_cards.discover(config.get("gpus"))
 except KitError as error:
     raise WorkflowError(str(error)) from None
 if not workflow.local_exec:

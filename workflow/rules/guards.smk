@@ -5,6 +5,7 @@
 import functools
 import threading
 
+from kernelkit import device as kit_device
 from kernelkit import records as kit_records
 
 
@@ -88,13 +89,12 @@ def gpu_problem():
     environment or on other machines are not asked about: this process's Python is not theirs.
     Asked once: the check before the first job reuses the answer of the check while the workflow
     is read, which it repeated for 0.11-0.18 s before the first job of one target built from
-    scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata), and that
-    check's answer was begun in a thread once the first card's pool started (common.smk DRIVER_PROBLEM)."""
+    scratch (H200, 2026-12-01; the driver's start and the CuPy wheel's metadata)."""
     if not jobs_use_this_python():
         return None
     if workflow.executor_plugin is not None and not workflow.local_exec:
         return None  # jobs run elsewhere (SLURM): this machine needs no GPU
-    return DRIVER_PROBLEM.result() if DRIVER_PROBLEM else kit_device.gpu_problem()
+    return kit_device.gpu_problem()
 
 
 def check_gpu_up_front():
