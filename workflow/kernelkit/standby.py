@@ -6,9 +6,10 @@ first launch, and its context is the slow part: on an H200 (2026-12-01) racechec
 (0.12 s without the tool), memcheck's 0.17-0.24 s; 15 launches and the exit took 0.3 s more. These
 children are the critical path of every timed target: one target built from scratch waits for
 the sanitizer's job and the `barrier` control, which each wait for a racecheck child (2.1-2.4 s
-beside the other checks' new contexts). Started by the workflow as its first jobs start
-(guards.smk `start_waiting_sanitizer_children`), a child is ready about when its job has
-written the plan.
+beside the other checks' new contexts). Started by the workflow while it reads the workflow,
+for the targets it surely builds (guards.smk `start_sanitizer_children_ahead`), and as its first
+jobs start, for what the DAG wants beyond those (`start_waiting_sanitizer_children`), a child is
+ready about when its job has written the plan.
 
 How, with files only, so that any process of the job may claim (a worker, or the job's own):
 each child has a directory under `<lock dir>/kernelkit-standby-<uid>/<kit fingerprint>/`, named
