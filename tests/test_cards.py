@@ -79,7 +79,7 @@ def dry_run_jobs(*config: str) -> list[dict]:
             continue
         wildcards = re.search(r"\n\s+wildcards: (.*)", block)
         resources = re.search(r"\n\s+resources: (.*)", block)
-        shell = re.search(r"CUDA_VISIBLE_DEVICES=(\d+); (?:\w+=\S+ )*python -m kernelkit", block)
+        shell = re.search(r"CUDA_VISIBLE_DEVICES=(\d+); python -m kernelkit", block)
         jobs.append({
             "rule": head.group(1),
             "wildcards": dict(p.split("=", 1) for p in wildcards.group(1).split(", ")) if wildcards else {},

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import re
+import subprocess
+import sys
 
 import pytest
-from conftest import REPO, committed_timings, job_counts, snakemake
+from conftest import REPO, committed_timings, default_config, job_counts, snakemake
 
 from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
@@ -114,7 +116,7 @@ def test_dry_run_lists_exactly_the_expected_jobs(good):
 
 def test_naming_one_timing_target_builds_only_what_it_needs():
     done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
-                     "-n", "-p", "--cores", "1", "--config", "run=pytest-dry-run")
+                     "-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
     # The layout's sanitizer record gates its timing like the checks do. The controls and the
     # sanitizer wait for no correctness record: they run beside the layout's correctness job.
@@ -122,14 +124,31 @@ def test_naming_one_timing_target_builds_only_what_it_needs():
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
     checks = [b for b in blocks if b.startswith(("rule negative_control:", "rule sanitize:"))]
     assert len(checks) == 7 and not any("/correctness/" in b.split("output:")[0] for b in checks)
-    # The jobs that wait on a compute-sanitizer child go to their pool's first-served socket
-    # (kernelkit.worker_client.first_served_address): the sanitizer's, and each control whose
-    # bug only racecheck shows; no other job.
-    mutations = specs.load("rmsnorm").mutations
-    marked = {re.search(r"(sanitizer|controls)/rmsnorm(?:/(\w+))?\.json", b.split("log:")[0]).group(2) or "sanitizer"
-              for b in blocks if "KERNELKIT_WORKER_FIRST=1 python -m kernelkit" in b}
-    assert marked == {"sanitizer"} | {name for name, mutation in mutations.items() if mutation.needs_gpu_to_show}
-    assert "barrier" in marked
+
+
+def test_the_workflow_names_in_its_jobs_environment_the_checks_their_pool_serves_first():
+    """The sanitizer's jobs and each control whose bug only racecheck shows wait on a compute-sanitizer
+    child (kernelkit.worker_client.first_served_address). Read from a real workflow process: its
+    jobs inherit its environment."""
+    from kernelkit import worker_client
+
+    program = ("import os, sys, snakemake.cli\n"
+               "sys.argv = ['snakemake', '-n', '--config', 'run=pytest-dry-run']\n"
+               "try:\n    snakemake.cli.main()\nexcept SystemExit:\n    pass\n"
+               f"print('FIRST=' + os.environ.get('{worker_client.FIRST_SERVED_VARIABLE}', ''))\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=300)
+    named = done.stdout.rsplit("FIRST=", 1)[1].strip()
+    config = default_config()
+    racecheck = [(kernel, name) for kernel in config["kernels"]
+                 for name, mutation in specs.load(kernel).mutations.items() if mutation.needs_gpu_to_show]
+    assert ("rmsnorm", "barrier") in racecheck
+    marks = {worker_client.FIRST_SERVED_VARIABLE: named}
+    assert worker_client.served_first(["sanitize", "--kernel", "rmsnorm"], marks)
+    for kernel in config["kernels"]:
+        for name in specs.load(kernel).mutations:
+            argv = ["control", "--kernel", kernel, "--control", name]
+            assert worker_client.served_first(argv, marks) == ((kernel, name) in racecheck), argv
+    assert not worker_client.served_first(["correctness", "--kernel", "rmsnorm", "--layout", "t32"], marks)
 
 
 def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):

@@ -457,26 +457,51 @@ def test_a_job_at_the_first_served_socket_is_taken_before_jobs_that_came_earlier
                 client.close()
 
 
-def test_a_job_marked_first_served_reaches_its_pool_through_the_second_socket(tmp_path, pool_env):
-    """The pool binds both names (kernelkit.worker.pool_main); a marked job connects to the first-served
-    one, and a pool it starts itself serves it there."""
+def test_the_checks_the_workflow_names_are_served_first():
+    marks = {worker.FIRST_SERVED_VARIABLE: worker.first_served_checks([("rmsnorm", "barrier")])}
+    assert worker.served_first(["sanitize", "--kernel", "rmsnorm", "--layout", "t32"], marks)
+    assert worker.served_first(["control", "--kernel", "rmsnorm", "--control", "barrier", "--layout", "t32"], marks)
+    assert worker.served_first(["control", "--kernel=rmsnorm", "--control=barrier"], marks)
+    assert not worker.served_first(["control", "--kernel", "rmsnorm", "--control", "epsilon"], marks)
+    assert not worker.served_first(["control", "--kernel", "layernorm", "--control", "barrier"], marks)
+    assert not worker.served_first(["correctness", "--kernel", "rmsnorm", "--layout", "t32"], marks)
+    assert not worker.served_first(["time", "--kernel", "rmsnorm", "--repeat", "1"], marks)
+    assert not worker.served_first(["sanitize", "--kernel", "rmsnorm"], {})
+    assert not worker.served_first([], marks)
+
+
+def test_a_check_served_first_connects_to_its_pools_second_socket(pool_env):
+    """Here a stand-in pool listens on that socket only; it answers the job as a worker does."""
     address = _address(pool_env)
-    argv, output = _skipped_timing(tmp_path, "first_served")
-    done = _kit(argv, {**pool_env, worker.FIRST_SERVED_VARIABLE: "1"})
-    assert done.returncode == 0, done.stderr
-    marked = json.loads(output.read_text())["job"]["worker"]
-    assert marked["job_number"] == 1
-    assert _listening(address) and _listening(worker.first_served_address(address))
-    argv, output = _skipped_timing(tmp_path, "other")
+    with _shared_listener(worker.first_served_address(address)) as listener:
+        listener.setblocking(True)
+        listener.settimeout(60)
+        env = {**pool_env, worker.FIRST_SERVED_VARIABLE: worker.first_served_checks([("rmsnorm", "barrier")])}
+        job = subprocess.Popen([sys.executable, "-m", "kernelkit", "control", "--kernel", "rmsnorm", "--control", "barrier"],
+                               env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            connection, _ = listener.accept()
+            with connection, connection.makefile("rb") as requests:
+                request = worker.read_line(requests)
+                connection.sendall(b'{"pid": 1}\n' + json.dumps({"rc": 0, "stdout": "served\n", "stderr": ""}).encode() + b"\n")
+            out, _ = job.communicate(timeout=60)
+        finally:
+            job.kill()
+    assert request["argv"][:5] == ["control", "--kernel", "rmsnorm", "--control", "barrier"]
+    assert (job.returncode, out) == (0, "served\n")
+
+
+def test_a_pool_listens_on_both_its_sockets(tmp_path, pool_env):
+    address = _address(pool_env)
+    argv, _ = _skipped_timing(tmp_path, "both")
     assert _kit(argv, pool_env).returncode == 0
-    pool = pool_pids(address[1:])
-    assert marked["pid"] in pool and json.loads(output.read_text())["job"]["worker"]["pid"] in pool
+    assert _listening(address) and _listening(worker.first_served_address(address))
 
 
-def test_the_first_served_mark_names_the_same_pool(monkeypatch):
+def test_the_first_served_checks_name_the_same_pool(monkeypatch):
     monkeypatch.delenv(worker.FIRST_SERVED_VARIABLE, raising=False)
     unmarked = worker.pool_address()
-    monkeypatch.setenv(worker.FIRST_SERVED_VARIABLE, "1")
+    monkeypatch.setenv(worker.FIRST_SERVED_VARIABLE, worker.first_served_checks([("rmsnorm", "barrier")]))
     assert worker.pool_address() == unmarked
 
 

@@ -17,13 +17,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from kernelkit.jobstart import process_started_unix_s, start_ticks
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 
 WORKER_VARIABLE = "KERNELKIT_WORKER"
-# "1": the job goes to its pool's socket for the jobs served first (first_served_address).
+# The checks that go to their pool's socket for the jobs served first (first_served_address), as
+# first_served_checks writes them.
 FIRST_SERVED_VARIABLE = "KERNELKIT_WORKER_FIRST"
 PROCESSES_VARIABLE = "KERNELKIT_WORKER_PROCESSES"
 # How many pools a GPU may have at once (one per repeat, REPEATED): they share the host's memory.
@@ -92,22 +93,25 @@ def kit_fingerprint(keyed_prefixes: tuple[str, ...] = KEYED_PREFIXES) -> str:
 REPEATED = frozenset({"time", "span"})
 
 
+def _option(argv: Sequence[str], name: str) -> str | None:
+    """The value of option `name` (`--name VALUE` or `--name=VALUE`) in a command's arguments."""
+    for index, word in enumerate(argv):
+        if word == name and index + 1 < len(argv):
+            return argv[index + 1]
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
 def repeat_of(argv: Sequence[str]) -> int | None:
     """The repeat a command's arguments name, or None (not a repeated stage, or no number)."""
     if not argv or argv[0] not in REPEATED:
         return None
-    for index, word in enumerate(argv):
-        if word == "--repeat" and index + 1 < len(argv):
-            value = argv[index + 1]
-        elif word.startswith("--repeat="):
-            value = word.split("=", 1)[1]
-        else:
-            continue
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
+    value = _option(argv, "--repeat")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def pool_address(argv: Sequence[str] = ()) -> str:
@@ -127,8 +131,29 @@ def first_served_address(address: str) -> str:
     jobs reach a pool's socket in the order their processes happen to start: in 9 of 11 such
     builds a worker took one of them, or both, only after it had finished a shorter check. Served
     first, they were the first two jobs taken in 21 of 21 builds (three H200s, 2026-12-02). The
-    workflow marks those jobs (FIRST_SERVED_VARIABLE)."""
+    workflow names those checks in its jobs' environment (FIRST_SERVED_VARIABLE, served_first)."""
     return address + "-first"
+
+
+SANITIZER_CHECK = "sanitize"
+
+
+def first_served_checks(racecheck_controls: Iterable[tuple[str, str]]) -> str:
+    """FIRST_SERVED_VARIABLE's value: every sanitizer job, and the controls (kernel, control)
+    whose bug only racecheck shows."""
+    return " ".join([SANITIZER_CHECK, *(f"control:{kernel}:{control}" for kernel, control in racecheck_controls)])
+
+
+def served_first(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the job with these arguments is one of the checks FIRST_SERVED_VARIABLE names."""
+    listed = set((os.environ if environ is None else environ).get(FIRST_SERVED_VARIABLE, "").split())
+    if not argv:
+        return False
+    if argv[0] == "sanitize":
+        return SANITIZER_CHECK in listed
+    if argv[0] == "control":
+        return f"control:{_option(argv, '--kernel')}:{_option(argv, '--control')}" in listed
+    return False
 
 
 def enabled(command: str | None) -> bool:
@@ -207,7 +232,7 @@ def delegated_exit_code(argv: Sequence[str]) -> int | None:
     if not argv or not enabled(argv[0]):
         return None
     address = pool_address(argv)
-    queue = first_served_address(address) if os.environ.get(FIRST_SERVED_VARIABLE) == "1" else address
+    queue = first_served_address(address) if served_first(argv) else address
     request = {"argv": list(argv), "cwd": os.getcwd(), "started_unix_s": process_started_unix_s() or time.time(),
                "client_pid": os.getpid()}
     deadline = time.monotonic() + START_TIMEOUT_S

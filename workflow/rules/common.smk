@@ -29,6 +29,7 @@ from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 from kernelkit.worker import pool_size as worker_pool_size
 from kernelkit.worker_client import FIRST_SERVED_VARIABLE, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE, WORKER_VARIABLE
+from kernelkit.worker_client import first_served_checks
 from kernelkit.worker_client import default_processes as default_worker_processes
 
 
@@ -98,6 +99,13 @@ os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or d
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
 # One pool per repeat (kernelkit.worker_client.REPEATED), sharing the host's memory.
 os.environ.setdefault(POOLS_VARIABLE, str(config["timing"]["repeats"]))
+# The checks whose job waits on a compute-sanitizer child, which a pool serves first
+# (kernelkit.worker_client.first_served_address): the jobs inherit this process's environment, so
+# no rule's command or params change, and nothing reruns for it.
+os.environ[FIRST_SERVED_VARIABLE] = first_served_checks(
+    (kernel, control) for kernel in KERNELS for control, mutation in SPECS[kernel].mutations.items()
+    if mutation.needs_gpu_to_show
+)
 
 
 def committed_files(run_dir):
@@ -622,15 +630,6 @@ def card_of(wildcards):
 def pin(wildcards):
     """Shell prefix giving the job its one card (empty where the allocation does)."""
     return kit_cards.pin(card_of(wildcards))
-
-
-def served_first_prefix(wildcards):
-    """Shell prefix of a check whose job waits on a compute-sanitizer child (the sanitizer's, or a
-    control whose bug only racecheck shows): its card's pool serves it before the other checks
-    (kernelkit.worker_client.first_served_address). Empty for the other checks."""
-    if "control" in wildcards.keys() and not SPECS[checked_kernel(wildcards)].mutations[checked_control(wildcards)].needs_gpu_to_show:
-        return ""
-    return f"{FIRST_SERVED_VARIABLE}=1 "
 
 
 def pool_pin(wildcards):

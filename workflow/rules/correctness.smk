@@ -39,14 +39,13 @@ rule negative_control:
         **card_resources(pooled=True),
     params:
         pin=pin,
-        served_first=served_first_prefix,
         control=checked_control,
         layouts=lambda wildcards: " ".join(
             f"--layout {layout}" for layout in hand_written_layouts(wildcards.kernel)
         ),
         settings=CHECK_SETTINGS,
     shell:
-        "{params.pin}{params.served_first}python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
+        "{params.pin}python -m kernelkit control --kernel {wildcards.kernel} --control {params.control}"
         " {params.layouts} --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
@@ -71,8 +70,7 @@ rule sanitize:
         **card_resources(pooled=True),
     params:
         pin=pin,
-        served_first=served_first_prefix,
         layouts=lambda wildcards: " ".join(f"--layout {name}" for name in sanitized_layouts(wildcards)),
     shell:
-        "{params.pin}{params.served_first}python -m kernelkit sanitize --kernel {wildcards.kernel} {params.layouts}"
+        "{params.pin}python -m kernelkit sanitize --kernel {wildcards.kernel} {params.layouts}"
         " --output {output} > {log} 2>&1"
