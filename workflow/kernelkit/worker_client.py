@@ -130,7 +130,7 @@ def first_served_address(address: str) -> str:
     whose bug only racecheck shows) are the longest of one timing target built from scratch, and
     jobs reach a pool's socket in the order their processes happen to start: in 9 of 11 such
     builds a worker took one of them, or both, only after it had finished a shorter check. Served
-    first, they were the first two jobs taken in 21 of 21 builds (three H200s, 2026-12-02). The
+    first, they were the first two jobs taken in 30 of 30 builds (five H200s, 2026-12-02). The
     workflow names those checks in its jobs' environment (FIRST_SERVED_VARIABLE, served_first)."""
     return address + "-first"
 
