@@ -155,9 +155,12 @@ def cuda_usable() -> bool:
 
 
 @pytest.mark.skipif(cuda_usable(), reason="this machine has CuPy and a GPU: the no-GPU message cannot appear")
-def test_no_gpu_is_the_first_thing_said(tmp_path):
+@pytest.mark.parametrize("cards", [[], ["gpus=allocated"], ["gpus=[0]"]])
+def test_no_gpu_is_the_first_thing_said(tmp_path, cards):
+    """Whoever picks the card (NVML, an allocation, the config), and though the workflow starts the
+    first pool and the sanitizer's children before it asks the driver."""
     copy = checkout_copy(tmp_path, runs=[])
-    done = snakemake("--cores", "1", "--config", "run=x", cwd=copy)
+    done = snakemake("--cores", "1", "--config", "run=x", *cards, cwd=copy)
     assert_one_sentence(done, "CuPy is not installed")
     assert not (copy / "results" / "x").exists()
     assert not list((copy / ".snakemake" / "locks").glob("*")) if (copy / ".snakemake" / "locks").exists() else True

@@ -217,8 +217,8 @@ class Claimed:
 
     def run(self, plan: Path, key: str, lock_path: str, timeout_s: float) -> dict[str, Any] | None:
         """Run `plan` in the child: its exit code (None: it did not end in time, and it was
-        killed), output, when it started and its waits; or None, the child sent away or gone before its context was
-        up, when the caller must start a child of its own."""
+        killed), output, when it started and its waits; or None, the child sent away or gone
+        before its context was up, when the caller must start a child of its own."""
         deadline = self.claimed + timeout_s
         ready = self._wait_for(READY, deadline)
         if not isinstance(ready, dict) or (ready.get("key"), ready.get("lock_path")) != (key, lock_path):

@@ -202,8 +202,9 @@ def next_job(listeners: Sequence[socket.socket], idle_exit_s: float, defer_s: fl
 
 def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
           contexts_ahead: ContextsAhead | None = None) -> None:
-    """Take jobs from the shared sockets (next_job) until none came for `idle_exit_s` and no workflow the pool
-    is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job ended this worker.
+    """Take jobs from the shared sockets (next_job) until none came for `idle_exit_s` and no
+    workflow the pool is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job
+    ended this worker.
     `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
     worker = Worker()
     if contexts_ahead is not None and not select.select(listeners, [], [], 0)[0]:

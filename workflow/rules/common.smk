@@ -99,12 +99,17 @@ os.environ.setdefault(PROCESSES_VARIABLE, str(config["worker"]["processes"] or d
 os.environ.setdefault(IDLE_VARIABLE, str(config["worker"]["idle_exit_s"]))
 # One pool per repeat (kernelkit.worker_client.REPEATED), sharing the host's memory.
 os.environ.setdefault(POOLS_VARIABLE, str(config["timing"]["repeats"]))
-# The checks whose job waits on a compute-sanitizer child, which a pool serves first
+# Per kernel, the negative controls whose bug only threads show: racecheck must catch them
+# (kernelkit.controls), so each job waits on a compute-sanitizer child.
+RACECHECK_CONTROLS = {
+    kernel: [control for control, mutation in SPECS[kernel].mutations.items() if mutation.needs_gpu_to_show]
+    for kernel in KERNELS
+}
+# Those controls and the sanitizer's jobs are served first by their pool
 # (kernelkit.worker_client.first_served_address): the jobs inherit this process's environment, so
 # no rule's command or params change, and nothing reruns for it.
 os.environ[FIRST_SERVED_VARIABLE] = first_served_checks(
-    (kernel, control) for kernel in KERNELS for control, mutation in SPECS[kernel].mutations.items()
-    if mutation.needs_gpu_to_show
+    (kernel, control) for kernel, controls in RACECHECK_CONTROLS.items() for control in controls
 )
 
 
@@ -311,8 +316,8 @@ def gate_priority(kernel, racecheck=False):
 
 
 def control_priority(wildcards):
-    mutation = SPECS[checked_kernel(wildcards)].mutations[checked_control(wildcards)]
-    return gate_priority(wildcards.kernel, racecheck=bool(mutation.needs_gpu_to_show))
+    kernel = checked_kernel(wildcards)  # an unknown kernel or control: one sentence
+    return gate_priority(kernel, racecheck=checked_control(wildcards) in RACECHECK_CONTROLS[kernel])
 
 
 def sanitizer_priority(wildcards):

@@ -139,7 +139,6 @@ def refuse_without_gpu(jobs):
         refuse(f"{problem} ({len(gpu_jobs(jobs))} planned jobs need the GPU)")
 
 
-
 def count_children(wanted, card, tools):
     counts = wanted.setdefault(card, {})
     for tool in tools:
@@ -154,7 +153,7 @@ def sanitizer_children_wanted(jobs):
     for job in jobs:
         if job.rule.name == "sanitize":
             count_children(wanted, card_of(job.wildcards), ("memcheck", "racecheck"))
-        elif job.rule.name == "negative_control" and SPECS[job.wildcards.kernel].mutations[job.wildcards.control].needs_gpu_to_show:
+        elif job.rule.name == "negative_control" and job.wildcards.control in RACECHECK_CONTROLS[job.wildcards.kernel]:
             count_children(wanted, card_of(job.wildcards), ("racecheck",))
     return wanted
 
@@ -179,11 +178,13 @@ def sanitizer_children_surely_needed(targets):
             gated.setdefault(span["kernel"], set()).update(LAYOUTS[span["kernel"]])
     wanted = {}
     for kernel, layouts in gated.items():
-        card = CARD_OF_CHECKS[kernel]
+        card = CARD_OF_CHECKS.get(kernel)
+        if card is None:
+            continue  # an allocation picks the card: nothing can start on it ahead of the jobs
         if not all(os.path.exists(name) for name in layout_sanitizer_files(kernel, sorted(layouts))):
             count_children(wanted, card, ("memcheck", "racecheck"))
-        for control, mutation in SPECS[kernel].mutations.items():
-            if mutation.needs_gpu_to_show and not os.path.exists(paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)):
+        for control in RACECHECK_CONTROLS[kernel]:
+            if not os.path.exists(paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)):
                 count_children(wanted, card, ("racecheck",))
     return wanted
 
