@@ -135,25 +135,24 @@ def first_served_address(address: str) -> str:
     return address + "-first"
 
 
-SANITIZER_CHECK = "sanitize"
+def _check_name(command: str, kernel: str | None = None, control: str | None = None) -> str:
+    """A check's name in FIRST_SERVED_VARIABLE: `sanitize` for every sanitizer job, or
+    `control:<kernel>:<control>`. One spelling for the workflow that writes it and the job that reads it."""
+    return command if command != "control" else f"control:{kernel}:{control}"
 
 
 def first_served_checks(racecheck_controls: Iterable[tuple[str, str]]) -> str:
     """FIRST_SERVED_VARIABLE's value: every sanitizer job, and the controls (kernel, control)
     whose bug only racecheck shows."""
-    return " ".join([SANITIZER_CHECK, *(f"control:{kernel}:{control}" for kernel, control in racecheck_controls)])
+    return " ".join([_check_name("sanitize"), *(_check_name("control", *pair) for pair in racecheck_controls)])
 
 
 def served_first(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> bool:
     """Whether the job with these arguments is one of the checks FIRST_SERVED_VARIABLE names."""
-    listed = set((os.environ if environ is None else environ).get(FIRST_SERVED_VARIABLE, "").split())
-    if not argv:
+    if not argv or argv[0] not in ("sanitize", "control"):
         return False
-    if argv[0] == "sanitize":
-        return SANITIZER_CHECK in listed
-    if argv[0] == "control":
-        return f"control:{_option(argv, '--kernel')}:{_option(argv, '--control')}" in listed
-    return False
+    listed = (os.environ if environ is None else environ).get(FIRST_SERVED_VARIABLE, "").split()
+    return _check_name(argv[0], _option(argv, "--kernel"), _option(argv, "--control")) in listed
 
 
 def enabled(command: str | None) -> bool:

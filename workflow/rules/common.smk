@@ -175,13 +175,18 @@ GPU_RECORDS = [paths.ENVIRONMENT, paths.CEILING, paths.CARD_ENVIRONMENT, paths.C
                paths.SPAN, paths.SANITIZER, paths.PROFILE]
 
 
+def target_names(targets):
+    """The command's targets, each path normalised; `all` (the default target) where it names none."""
+    return [os.path.normpath(t) for t in targets] if targets else ["all"]
+
+
 def gpu_surely_needed(targets):
     """Whether the command must run a GPU job, read from the targets and the files alone: the
     run's environment record is missing (every target of the run needs it), or a named GPU
     record is. Anything less certain is left to the check before the first job."""
     run_dir = paths.path(paths.RUN_DIR, run=RUN)
     report_dir = paths.path(paths.REPORT_DIR, run=RUN)
-    names = [os.path.normpath(t) for t in targets] if targets else ["all"]
+    names = target_names(targets)
     if not os.path.exists(paths.path(paths.ENVIRONMENT, run=RUN)) and any(
         name == "all" or name.startswith((f"{run_dir}/", f"{report_dir}/")) for name in names
     ):

@@ -165,7 +165,7 @@ def sanitizer_children_surely_needed(targets):
     the run's default target and its report. Other targets count none here."""
     report_dir = paths.path(paths.REPORT_DIR, run=RUN)
     gated = {}  # kernel: the layouts whose timing the targets wait for
-    for name in [os.path.normpath(t) for t in targets] if targets else ["all"]:
+    for name in target_names(targets):
         if name == "all" or name.startswith(f"{report_dir}/"):
             for kernel in KERNELS:
                 gated.setdefault(kernel, set()).update(LAYOUTS[kernel])
@@ -201,7 +201,8 @@ def start_sanitizer_children(wanted):
     if not GPUS or not jobs_use_this_python():
         return {}
     for card, counts in wanted.items():
-        start_on_card(card, "python -m kernelkit.standby " + " ".join(f"{tool}={count}" for tool, count in sorted(counts.items())))
+        tools = " ".join(f"{tool}={count}" for tool, count in sorted(counts.items()))
+        start_on_card(card, f"python -m kernelkit.standby {tools}")
     return wanted
 
 
