@@ -595,3 +595,69 @@ def test_a_repeat_pool_started_ahead_leaves_after_its_workflow_ends_without_a_jo
         assert _listening(address)
         _end(workflow_stand_in)
         assert _wait_until(lambda: not _listening(address), timeout_s=15), "the pool outlived its workflow and idle time"
+
+
+def _recording_stand_in(monkeypatch, tmp_path):
+    """The stand-in driver (tests/stand_in_cuda.py) for kernelkit.driver_launch, each instance kept,
+    with what this process held of the GPU lock when the primary context was retained."""
+    from stand_in_cuda import StandInDriver
+
+    from kernelkit import driver_launch, gpulock, membership
+
+    drivers = []
+
+    class Recording(StandInDriver):
+        def __init__(self, library: str = "") -> None:
+            super().__init__(library)
+            self.held_at_retain = None
+            drivers.append(self)
+
+        def __call__(self, name, *arguments):
+            if name == "cuDevicePrimaryCtxRetain":
+                self.held_at_retain = {key: hold.mode for key, hold in gpulock._held.items()}
+            return super().__call__(name, *arguments)
+
+    monkeypatch.setattr(driver_launch, "Driver", Recording)
+    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(membership, "_joined", {})
+    return drivers
+
+
+def test_a_pool_process_makes_its_context_while_importing_holding_the_gpu_shared(tmp_path, monkeypatch):
+    """The context is the device's primary one, retained in a thread holding the GPU's lock shared
+    (kernelkit.gpulock), which makes the process a member on that GPU and lets the lock go after;
+    the main thread, where jobs run, is left without a current context."""
+    import ctypes
+
+    from stand_in_cuda import KEY
+
+    from kernelkit import gpulock, membership
+    from kernelkit import worker as pool
+
+    drivers = _recording_stand_in(monkeypatch, tmp_path)
+    context = pool.ContextWhileImporting()
+    context.wait()
+    driver, = drivers
+    assert driver.calls[0] == "cuInit" and driver.calls[-1] == "cuDevicePrimaryCtxRetain"
+    assert driver.held_at_retain == {KEY: gpulock.SHARED}
+    assert gpulock._held == {}
+    assert membership.lock_paths() == [tmp_path / "locks" / gpulock.lock_name(KEY)]
+    assert context.made_unix_s is not None
+    assert not context.used_by_jobs()
+    driver("cuCtxSetCurrent", ctypes.c_void_p(1))  # as CuPy's first call in a job does
+    assert context.used_by_jobs()
+
+
+def test_without_a_driver_a_pool_process_makes_no_context_and_membership_says_what_jobs_used(tmp_path, monkeypatch):
+    from kernelkit import driver_launch, membership
+    from kernelkit import worker as pool
+
+    monkeypatch.setattr(driver_launch.Driver.__init__, "__defaults__", ("libcuda-not-on-this-machine.so.1",))
+    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(membership, "_joined", {})
+    context = pool.ContextWhileImporting()
+    context.wait()
+    assert context.made_unix_s is None
+    assert not context.used_by_jobs()
+    membership.join(tmp_path / "kernelkit-gpu-x.lock")  # a job's GPU work makes the process a member
+    assert context.used_by_jobs()

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,9 @@ SNAKEMAKE_PREAMBLE = ("Using workflow specific profile", "Config file ")
 TIMING = "results/local/timing/rmsnorm/512x128/t32/rep1.json"
 
 
-def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+def snakemake(*args: str, cwd: Path = REPO, **extra_env: str) -> subprocess.CompletedProcess:
     exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
-    env = kit_env(cwd, KERNELKIT_KERNELS=str(cwd / "kernels"))
+    env = kit_env(cwd, KERNELKIT_KERNELS=str(cwd / "kernels"), **extra_env)
     return subprocess.run([exe, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -164,6 +165,40 @@ def test_no_gpu_is_the_first_thing_said(tmp_path, cards):
     assert_one_sentence(done, "CuPy is not installed")
     assert not (copy / "results" / "x").exists()
     assert not list((copy / ".snakemake" / "locks").glob("*")) if (copy / ".snakemake" / "locks").exists() else True
+
+
+@pytest.mark.skipif(cuda_usable(), reason="this machine has CuPy and a GPU: the workflow would run the jobs")
+@pytest.mark.parametrize("cards", [[], ["gpus=[0]"]])
+def test_the_sanitizers_children_that_one_target_needs_start_once_while_the_workflow_is_read(tmp_path, cards):
+    """One rmsnorm timing target waits for the sanitizer's job (a memcheck and a racecheck child)
+    and the `barrier` control (a racecheck child). With the card listed they start with the first
+    card's pool, else after the cards are counted; either way once, and before the no-GPU sentence.
+    A stand-in compute-sanitizer notes each child's tool and waits as a child would."""
+    from conftest import kill_waiting_children
+
+    copy = checkout_copy(tmp_path, runs=[])
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    started = tmp_path / "started.txt"
+    (tools / "compute-sanitizer").write_text(f'#!/bin/sh\necho "$2" >> {started}\nexec sleep 60\n')
+    (tools / "compute-sanitizer").chmod(0o755)
+    lock_dir = tmp_path / "locks"
+    try:
+        done = snakemake("--cores", "1", "--config", "run=local", *cards, "--", TIMING, cwd=copy,
+                         PATH=f"{tools}{os.pathsep}{os.environ['PATH']}", KERNELKIT_LOCK_DIR=str(lock_dir),
+                         KERNELKIT_WORKER="0")
+        assert_one_sentence(done, "CuPy is not installed")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(_lines(started)) < 3:
+            time.sleep(0.1)
+        time.sleep(2.0)  # a second starter, had there been one, would have started its children by now
+        assert sorted(_lines(started)) == ["memcheck", "racecheck", "racecheck"]
+    finally:
+        kill_waiting_children(lock_dir)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
 
 
 def test_committed_run_is_not_overwritten(tmp_path):
