@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
 
 UUID = bytes(range(16))
 # driver_launch.lock_key's text of UUID: what the lock key of this stand-in's GPU is.
@@ -20,7 +19,6 @@ KEY = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
 class StandInDriver:
     def __init__(self, library: str = "") -> None:
         self.calls: list[str] = []
-        self.current_in_threads: set[int] = set()  # the threads a context was made current in
 
     def __call__(self, name: str, *arguments: object) -> None:
         self.calls.append(name)
@@ -33,10 +31,6 @@ class StandInDriver:
             target.value = 1
         elif name == "cuMemAlloc_v2":
             target.value = 4096
-        elif name == "cuCtxSetCurrent":
-            self.current_in_threads.add(threading.get_ident())
-        elif name == "cuCtxGetCurrent":
-            target.value = 1 if threading.get_ident() in self.current_in_threads else None
 
     def error_name(self, code: int) -> str:
         return "stand-in"

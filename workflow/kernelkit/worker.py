@@ -60,8 +60,7 @@ _pool_started_unix_s: float | None = None
 class Worker:
     """One process of a pool: runs one job at a time and keeps what jobs can share."""
 
-    def __init__(self, context: ContextWhileImporting | None = None) -> None:
-        self.context = context
+    def __init__(self) -> None:
         self.pid = os.getpid()
         self.started_unix_s = time.time()
         self.jobs = 0
@@ -73,16 +72,12 @@ class Worker:
         ready for jobs, `pool_started_unix_s` when its pool began (before the imports), which
         says how long a job waited for a pool that its own start, or the workflow's, began;
         `took_job_unix_s` when it took this job, which says how long the job waited for a worker,
-        and `had_used_gpu`: whether this process had its CUDA context when it took this job,
-        made by an earlier job or before its first (ContextsAhead, ContextWhileImporting), and
-        then `context_made_unix_s`: when the thread made it while the pool imported."""
+        and `had_used_gpu`: whether an earlier job of this process used the GPU, whose CUDA
+        context this job then found made."""
         pool_started = round(_pool_started_unix_s, 3) if _pool_started_unix_s is not None else None
         took = round(self.took_job_unix_s, 3) if self.took_job_unix_s is not None else None
-        described = {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs,
-                     "pool_started_unix_s": pool_started, "took_job_unix_s": took, "had_used_gpu": self.had_used_gpu}
-        if self.context is not None and self.context.made_unix_s is not None:
-            described["context_made_unix_s"] = round(self.context.made_unix_s, 3)
-        return described
+        return {"pid": self.pid, "started_unix_s": round(self.started_unix_s, 3), "job_number": self.jobs,
+                "pool_started_unix_s": pool_started, "took_job_unix_s": took, "had_used_gpu": self.had_used_gpu}
 
     def run(self, request: dict[str, Any]) -> dict[str, Any]:
         """The job: its command, parsed and run as `kernelkit` would, its output captured."""
@@ -104,7 +99,7 @@ class Worker:
 
                     traceback.print_exc()
                     code = EXIT_INTERNAL
-        healthy = release_device_memory(self.context.used_by_jobs() if self.context else membership.has_joined())
+        healthy = release_device_memory()
         return {"rc": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
                 "ends_worker": code == EXIT_INTERNAL or not healthy}
 
@@ -119,11 +114,10 @@ def _working_directory(path: str) -> Iterator[None]:
         os.chdir(before)
 
 
-def release_device_memory(used_gpu: bool) -> bool:
+def release_device_memory() -> bool:
     """Give every cached device and pinned block back to the driver, holding each GPU this process
     used shared (freeing is GPU work that must not overlap a timing); False when the device is in
-    error, which no later job can recover from. `used_gpu`: whether a job of this process used
-    the GPU (Worker.context says how that is known)."""
+    error, which no later job can recover from."""
     import gc
 
     from kernelkit import gpulock
@@ -134,8 +128,8 @@ def release_device_memory(used_gpu: bool) -> bool:
     torch_on_gpu = torch is not None and torch.cuda.is_initialized()
     cached = cupy is not None and (cupy.get_default_memory_pool().total_bytes() > 0
                                    or cupy.get_default_pinned_memory_pool().n_free_blocks() > 0)
-    if not (used_gpu or cached or torch_on_gpu):
-        return True  # no job reached the GPU: asking the device would make CuPy's context in vain
+    if not (membership.has_joined() or cached or torch_on_gpu):
+        return True  # a job that never reached the GPU: asking the device would create a context
     try:
         with gpulock.used_gpus_shared():
             if cupy is not None:
@@ -207,15 +201,12 @@ def next_job(listeners: Sequence[socket.socket], idle_exit_s: float, defer_s: fl
 
 
 def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
-          contexts_ahead: ContextsAhead | None = None, context: ContextWhileImporting | None = None) -> None:
+          contexts_ahead: ContextsAhead | None = None) -> None:
     """Take jobs from the shared sockets (next_job) until none came for `idle_exit_s` and no
     workflow the pool is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job
     ended this worker.
-    `contexts_ahead`: first make the CUDA contexts, unless a job waits already.
-    `context`: the context begun while the pool imported, waited for first."""
-    if context is not None:
-        context.wait()
-    worker = Worker(context)
+    `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
+    worker = Worker()
     if contexts_ahead is not None and not select.select(listeners, [], [], 0)[0]:
         make_contexts_ahead(contexts_ahead.other_context)
     while True:
@@ -245,64 +236,6 @@ def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
         if reply["ends_worker"]:
             break
     retire()
-
-
-class ContextWhileImporting:
-    """This process's CUDA context, made through the driver (kernelkit.driver_launch) in a thread
-    while the process imports, holding the GPU shared as a job does for its own context. CuPy's
-    first call then finds the device's primary context made. A pool gets one when the workflow
-    starts it (ContextsAhead), so never for a pool that only report jobs started.
-
-    Why: the first checks of one timing target built from scratch wait for the pool's imports
-    (0.8-1.3 s), then each made its context in its job: 0.54 s of the `barrier` control's 1.13 s
-    on a slow H200 host (2026-12-02). The driver call waits without the interpreter, so the
-    imports go on beside it. Anything that fails here fails again in the job, which says it in
-    its own sentence; a MIG instance, whose lock is its GPU's, gets none here."""
-
-    def __init__(self) -> None:
-        self.made_unix_s: float | None = None
-        self._driver: Any = None
-        self._thread = threading.Thread(target=self._make, name="kernelkit-context", daemon=True)
-        self._thread.start()
-
-    def _make(self) -> None:
-        import ctypes
-
-        from kernelkit import driver_launch, gpulock
-
-        try:
-            driver = driver_launch.Driver()
-            device = driver_launch.first_device(driver)
-            key = driver_launch.lock_key(driver, device)
-            if key is None:
-                return
-            context = ctypes.c_void_p()
-            with gpulock.gpu_work(key, gpulock.shared_hold_settings(), mode=gpulock.SHARED):
-                driver("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
-        except Exception:  # noqa: BLE001,S110 - see the docstring
-            return
-        self._driver = driver
-        self.made_unix_s = time.time()
-
-    def wait(self) -> None:
-        """Until the thread is done (before this process takes its first job: the job's own GPU work
-        would wait for the same context, and the GPU lock is this process's, not the thread's)."""
-        self._thread.join()
-
-    def used_by_jobs(self) -> bool:
-        """Whether this process's jobs have used the GPU: the main thread, where they run, has a
-        current context (CuPy, Torch and Triton make it current there; this thread never did).
-        Where the driver made no context here, membership says it, as in a pool without one."""
-        import ctypes
-
-        if self._driver is None:
-            return membership.has_joined()
-        current = ctypes.c_void_p()
-        try:
-            self._driver("cuCtxGetCurrent", ctypes.byref(current))
-        except Exception:  # noqa: BLE001 - a driver in error: the worker's health check finds it
-            return True
-        return bool(current.value)
 
 
 def make_contexts_ahead(other_context: bool) -> None:
@@ -393,7 +326,6 @@ def pool_main() -> None:
             break
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} kernelkit worker {os.getpid()} serving {sys.argv[1]}\n"
     os.write(sys.stdout.fileno(), line.encode())  # one write: the processes' lines stay whole
-    context = ContextWhileImporting() if contexts_ahead is not None else None
     # The imports every job needs, before the first job arrives (jobs wait in the sockets' queues).
     import kernelkit.cli  # noqa: F401
     from kernelkit import inputs
@@ -402,7 +334,7 @@ def pool_main() -> None:
     for module in FIRST_USE_IMPORTS:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
-    serve(listeners, idle_exit_s(), address, contexts_ahead, context)
+    serve(listeners, idle_exit_s(), address, contexts_ahead)
 
 
 KEPT_INPUTS_MAX_BYTES = 4 << 30

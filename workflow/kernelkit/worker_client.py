@@ -286,10 +286,7 @@ def start_pool(argv: Sequence[str] = ("correctness",), workflow_pid: int | None 
 
 class ContextsAhead:
     """A pool whose processes make their CUDA context (and the timing's other context,
-    `other_context`) under a shared hold before their first job: the driver's context while they
-    import (kernelkit.worker.ContextWhileImporting), CuPy's stream and the other context after
-    that, unless a job waits already. The workflow starts every pool so; a pool that a job
-    started (the report's jobs of a committed run, say) makes none before its jobs need one.
+    `other_context`) under a shared hold before their first job.
 
     Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, a
     minute and more into a full default run, and their sixteen processes made their contexts

@@ -210,8 +210,7 @@ def start_on_card(card, command):
 def start_worker_pools(cards):
     """Start the cards' first worker pools (kernelkit.worker_client.start_pool) through the shell
     their jobs run in, with each card's prefix, so that a pool gets the name its jobs look for;
-    a pool imports while Snakemake goes on reading and planning, its processes make their CUDA
-    contexts meanwhile (kernelkit.worker.ContextWhileImporting), and it waits for jobs while this
+    a pool imports while Snakemake goes on reading and planning, and waits for jobs while this
     process runs (the report's jobs at the end of a full run find it there). Only for a command
     that surely runs GPU jobs of this run here and may: a dry run, a report of records already
     there or a command refused for a committed run starts none (a pool nobody uses idles for
@@ -220,10 +219,8 @@ def start_worker_pools(cards):
     if (targets is None or not runs_jobs or FROZEN or os.environ[WORKER_VARIABLE] != "1"
             or not gpu_surely_needed(targets)):
         return
-    other_context = bool(config["timing"]["context_switch"])
     for gpu in cards:
-        start_on_card(gpu, "python -c 'from kernelkit.worker_client import ContextsAhead, start_pool; "
-                           f"start_pool(workflow_pid={os.getpid()}, contexts_ahead=ContextsAhead({other_context}))'")
+        start_on_card(gpu, f"python -c 'from kernelkit.worker_client import start_pool; start_pool(workflow_pid={os.getpid()})'")
 
 
 def jobs_use_this_python():
