@@ -51,29 +51,6 @@ def test_the_first_card_is_the_first_that_discovery_gives(configured, environ):
     assert cards.first_card(configured, environ) == (discovered[0] if discovered else None)
 
 
-@pytest.mark.parametrize("configured, environ", [
-    ([1, 0], {"CUDA_VISIBLE_DEVICES": "3"}), ([2], {}), ("allocated", {}), (None, {"SLURM_JOB_ID": "85"}),
-    (None, {"CUDA_VISIBLE_DEVICES": "5, 2"}), (None, {}), (None, {"CUDA_VISIBLE_DEVICES": ""})])
-@pytest.mark.parametrize("driver_gpus", [None, 0, 1, 2])
-def test_the_cards_known_before_counting_are_discoverys_or_unknown(tmp_path, configured, environ, driver_gpus):
-    """The driver's listing (one folder per GPU, as /proc/driver/nvidia/gpus) decides only when
-    nothing lists the cards, and only where it has one GPU: NVML cannot count more. This machine
-    has no NVML, so discovery falls back to one card, which is what a listing of one GPU must give."""
-    listing = tmp_path / "gpus"
-    if driver_gpus is not None:
-        for number in range(driver_gpus):
-            (listing / f"0000:{number:02x}:00.0").mkdir(parents=True)
-        listing.mkdir(exist_ok=True)
-    known = cards.cards_without_counting(configured, environ, str(listing))
-    counted = configured is None and not environ.get("SLURM_JOB_ID") and not environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if counted:
-        assert known == ([0] if driver_gpus == 1 else None)
-    else:
-        assert known == cards.discover(configured, environ)
-    if known is not None:
-        assert known == cards.discover(configured, environ)
-
-
 def test_assignment_is_deterministic_and_balanced_on_two_cards():
     works = default_works()
     placed = cards.assign(works, [0, 1])

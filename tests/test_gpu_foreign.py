@@ -23,7 +23,9 @@ BUSY_LOOP = """
 import sys, time
 import cupy as cp
 a = cp.ones((4096, 4096), dtype=cp.float32)
-a @ a  # cuBLAS loads at its first call (seconds from a cold disk): before "ready", not inside the loop
+# The loop's body once: cuBLAS loads at its first call (seconds from a cold disk), and CuPy builds
+# the multiply and the add at theirs (NVRTC, or its kernel cache). Before "ready", not in the loop.
+a = a @ a * 1e-3 + 1.0
 cp.cuda.Device().synchronize()
 print("ready", flush=True)
 time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 0.0)
@@ -46,8 +48,11 @@ def nvml_here():
 
 def start_busy(seconds: float, after_s: float = 0.0) -> subprocess.Popen:
     """A process with a CUDA context that computes for `seconds`, `after_s` after it says ready.
-    Ready means its matmul has run once: started by the loop instead, cuBLAS's first call could
-    outlast a short test's stretch, and the process computed nothing while the test looked."""
+    Ready means its loop's body has run once: started by the loop instead, cuBLAS's first call or
+    CuPy's first compiles could outlast a short test's stretch, and the process computed nothing
+    while the test looked. With the matmul alone run before "ready", the loop's work reached the
+    GPU 0.25-0.45 s after a 50 ms stretch begun at "ready" had ended, and the look's device sample
+    read 0% in 2 of 5 looks (H200, 2026-12-02)."""
     busy = subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds), str(after_s)], stdout=subprocess.PIPE, text=True)
     assert busy.stdout.readline().strip() == "ready"
     return busy

@@ -171,9 +171,9 @@ def test_no_gpu_is_the_first_thing_said(tmp_path, cards):
 @pytest.mark.parametrize("cards", [[], ["gpus=[0]"]])
 def test_the_sanitizers_children_that_one_target_needs_start_once_while_the_workflow_is_read(tmp_path, cards):
     """One rmsnorm timing target waits for the sanitizer's job (a memcheck and a racecheck child)
-    and the `barrier` control (a racecheck child). With the card listed they start with the first
-    card's pool, else after the cards are counted; either way once, and before the no-GPU sentence.
-    A stand-in compute-sanitizer notes each child's tool and waits as a child would."""
+    and the `barrier` control (a racecheck child). Whether NVML counts the card or the config lists
+    it, they start once, before the no-GPU sentence. A stand-in compute-sanitizer notes each
+    child's tool and waits as a child would."""
     from conftest import kill_waiting_children
 
     copy = checkout_copy(tmp_path, runs=[])

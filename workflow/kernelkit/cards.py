@@ -75,30 +75,6 @@ def first_card(configured: Any, environ: Mapping[str, str] | None = None) -> int
     return listed[0] if listed else None
 
 
-# One entry per GPU the NVIDIA driver has: NVML counts no more cards than these.
-DRIVER_GPU_LISTING = "/proc/driver/nvidia/gpus"
-
-
-def cards_without_counting(configured: Any, environ: Mapping[str, str] | None = None,
-                           driver_listing: str = DRIVER_GPU_LISTING) -> list[int] | None:
-    """discover()'s answer where it is known before NVML counts the cards: the list the config or
-    CUDA_VISIBLE_DEVICES gives, or card 0 alone where the driver lists exactly one GPU (NVML would
-    count at most that one, and discover gives [0] for none). None where only the count can tell,
-    and for an allocation's card.
-
-    Why: the sanitizer's children of one timing target built from scratch start on the card of
-    its kernel's checks, which check_cards gives from the cards; after NVML's count (0.13-0.19 s
-    on an H200, 2026-12-01), they started 0.23-0.27 s after the first card's pool."""
-    listed = _listed(configured, os.environ if environ is None else environ)
-    if listed is not COUNTED:
-        return listed
-    try:
-        present = len(os.listdir(driver_listing))
-    except OSError:
-        return None
-    return [0] if present == 1 else None
-
-
 def from_command_line(value: Any) -> Any:
     """`--config gpus=[0,1]` gives ['0', '1']: indices written as digits become integers."""
     if isinstance(value, list):

@@ -223,109 +223,6 @@ def start_worker_pools(cards):
         start_on_card(gpu, f"python -c 'from kernelkit.worker_client import start_pool; start_pool(workflow_pid={os.getpid()})'")
 
 
-def jobs_use_this_python():
-    """Whether the jobs run in this process's Python, not in a conda environment of their own."""
-    from snakemake.settings.types import DeploymentMethod
-
-    return DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
-
-
-def layout_sanitizer_files(kernel, layouts):
-    """The sanitizer record that gates these layouts' timing: the kernel's, when any of them is
-    hand-written and `sanitize` is on."""
-    hand_written = [name for name in layouts if not SPECS[kernel].is_baseline(name)]
-    if not config["sanitize"] or not hand_written:
-        return []
-    # A run made by an earlier kit holds one record per layout: its report and timings read those,
-    # and asking for the kernel's record instead would send its report to the GPU.
-    per_layout = [paths.path(paths.SANITIZER_PER_LAYOUT, run=RUN, kernel=kernel, layout=name) for name in hand_written]
-    if all(os.path.exists(name) for name in per_layout):
-        return per_layout
-    return [paths.path(paths.SANITIZER, run=RUN, kernel=kernel)]
-
-
-def count_children(wanted, card, tools):
-    counts = wanted.setdefault(card, {})
-    for tool in tools:
-        counts[tool] = counts.get(tool, 0) + 1
-
-
-def sanitizer_children_surely_needed(targets, card_of_checks):
-    """Per card, the children of each compute-sanitizer tool that the targets surely need, read
-    from the targets and the files alone (as gpu_surely_needed): the missing sanitizer records
-    and racecheck controls that the named timing and span targets wait for, every kernel's for
-    the run's default target and its report. Other targets count none here. `card_of_checks`:
-    kernel -> the card of its checks (kernelkit.cards.check_cards)."""
-    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
-    gated = {}  # kernel: the layouts whose timing the targets wait for
-    for name in target_names(targets):
-        if name == "all" or name.startswith(f"{report_dir}/"):
-            for kernel in KERNELS:
-                gated.setdefault(kernel, set()).update(LAYOUTS[kernel])
-            continue
-        timing = template_pattern(paths.TIMING).match(name)
-        span = template_pattern(paths.SPAN).match(name)
-        if timing and timing["view"] in ("timing", "cold") and timing["kernel"] in KERNELS:
-            gated.setdefault(timing["kernel"], set()).add(timing["layout"])
-        elif span and span["kernel"] in KERNELS:
-            gated.setdefault(span["kernel"], set()).update(LAYOUTS[span["kernel"]])
-    wanted = {}
-    for kernel, layouts in gated.items():
-        card = card_of_checks.get(kernel)
-        if card is None:
-            continue  # an allocation picks the card: nothing can start on it ahead of the jobs
-        if not all(os.path.exists(name) for name in layout_sanitizer_files(kernel, sorted(layouts))):
-            count_children(wanted, card, ("memcheck", "racecheck"))
-        for control in RACECHECK_CONTROLS[kernel]:
-            if not os.path.exists(paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)):
-                count_children(wanted, card, ("racecheck",))
-    return wanted
-
-
-# Per card, the children started while the workflow was read (start_sanitizer_children_ahead).
-SANITIZER_CHILDREN_AHEAD = {}
-
-
-def start_sanitizer_children(wanted):
-    """Start children until `wanted` wait on each card (kernelkit.standby.start), through the jobs'
-    shell and card prefix, so they are on the jobs' card and in their environment. Not where the
-    jobs' Python is not this process's (conda) or an allocation picks the card (card None):
-    their children would never be claimed."""
-    if not jobs_use_this_python():
-        return {}
-    started = {}
-    for card, counts in wanted.items():
-        if card is None:
-            continue
-        tools = " ".join(f"{tool}={count}" for tool, count in sorted(counts.items()))
-        start_on_card(card, f"python -m kernelkit.standby {tools}")
-        started[card] = counts
-    return started
-
-
-def start_sanitizer_children_ahead(card_of_checks):
-    """Start the children the targets surely need while Snakemake still reads the workflow, on the
-    cards `card_of_checks` gives the kernels' checks; none that an earlier call started already.
-    Only for a command that surely runs GPU jobs of this run here and may (as start_worker_pools).
-
-    Why: a child's context under racecheck takes about a second to make, and the sanitizer's job
-    and the `barrier` control, the last checks of one timing target built from scratch, waited
-    for their children's contexts for up to 0.71 s when the children started with the first jobs.
-    Started after the cards were counted, 0.18 s after the first card's pool instead of 0.47 s
-    (medians), with those two checks served first (kernelkit.worker_client.first_served_address),
-    such a build took 2.62 s from Snakemake's first read of the Snakefile to its last job's end,
-    against 2.90 s (medians of six builds each, interleaved, H200, 2026-12-02)."""
-    targets, runs_jobs = command_line()
-    if targets is None or not runs_jobs or FROZEN or not gpu_surely_needed(targets):
-        return
-    wanted = {
-        card: counts
-        for card, counts in sanitizer_children_surely_needed(targets, card_of_checks).items()
-        if any(count > SANITIZER_CHILDREN_AHEAD.get(card, {}).get(tool, 0) for tool, count in counts.items())
-    }
-    SANITIZER_CHILDREN_AHEAD.update(start_sanitizer_children(wanted))
-
-
 # The first card's pool starts here, before NVML counts the cards and the rest of the workflow is
 # read (guards.smk starts the other cards' pools): its processes' imports are the first thing
 # one timing target built from scratch waits for. Started after the cards were counted, the
@@ -337,10 +234,6 @@ except KitError:
     FIRST_CARD = None  # kit_cards.discover below refuses the setting in its own sentence
 if FIRST_CARD is not None:
     start_worker_pools([FIRST_CARD])
-    # With it, the sanitizer's children, where the cards are known before NVML counts them.
-    EARLY_CARDS = kit_cards.cards_without_counting(config.get("gpus"))
-    if EARLY_CARDS:
-        start_sanitizer_children_ahead(kit_cards.check_cards(config, SPECS, EARLY_CARDS))
 
 
 PLAN = {target.key: target for target in kit_config.timing_plan(config)}
@@ -540,6 +433,20 @@ def timing_inputs(wildcards):
         "controls": control_files(wildcards.kernel),
         "sanitizer": layout_sanitizer_files(wildcards.kernel, [wildcards.layout]),
     }
+
+
+def layout_sanitizer_files(kernel, layouts):
+    """The sanitizer record that gates these layouts' timing: the kernel's, when any of them is
+    hand-written and `sanitize` is on."""
+    hand_written = [name for name in layouts if not SPECS[kernel].is_baseline(name)]
+    if not config["sanitize"] or not hand_written:
+        return []
+    # A run made by an earlier kit holds one record per layout: its report and timings read those,
+    # and asking for the kernel's record instead would send its report to the GPU.
+    per_layout = [paths.path(paths.SANITIZER_PER_LAYOUT, run=RUN, kernel=kernel, layout=name) for name in hand_written]
+    if all(os.path.exists(name) for name in per_layout):
+        return per_layout
+    return [paths.path(paths.SANITIZER, run=RUN, kernel=kernel)]
 
 
 def sanitized_layouts(wildcards):

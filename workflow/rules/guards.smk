@@ -76,6 +76,13 @@ def check_targets():
             refuse(problem)
 
 
+def jobs_use_this_python():
+    """Whether the jobs run in this process's Python, not in a conda environment of their own."""
+    from snakemake.settings.types import DeploymentMethod
+
+    return DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+
+
 @functools.lru_cache(maxsize=None)
 def gpu_problem():
     """The kit's sentence on why this machine cannot run GPU jobs, or None. Jobs in a conda
@@ -100,7 +107,8 @@ def check_gpu_up_front():
     if gpu_surely_needed(targets):
         if POOLED:  # the first card's pool started in common.smk
             start_worker_pools([gpu for gpu in GPUS if gpu != FIRST_CARD])
-        start_sanitizer_children_ahead(CARD_OF_CHECKS)
+        if not FROZEN:
+            start_sanitizer_children_ahead(targets)
         problem = gpu_problem()
         if problem:
             refuse(problem)
@@ -131,6 +139,12 @@ def refuse_without_gpu(jobs):
         refuse(f"{problem} ({len(gpu_jobs(jobs))} planned jobs need the GPU)")
 
 
+def count_children(wanted, card, tools):
+    counts = wanted.setdefault(card, {})
+    for tool in tools:
+        counts[tool] = counts.get(tool, 0) + 1
+
+
 def sanitizer_children_wanted(jobs):
     """Per card, how many children of each compute-sanitizer tool the jobs will start: memcheck
     and racecheck for each sanitizer job, racecheck for each negative control whose bug only
@@ -142,6 +156,67 @@ def sanitizer_children_wanted(jobs):
         elif job.rule.name == "negative_control" and job.wildcards.control in RACECHECK_CONTROLS[job.wildcards.kernel]:
             count_children(wanted, card_of(job.wildcards), ("racecheck",))
     return wanted
+
+
+def sanitizer_children_surely_needed(targets):
+    """Per card, the children of each compute-sanitizer tool that the targets surely need, read
+    from the targets and the files alone (as gpu_surely_needed): the missing sanitizer records
+    and racecheck controls that the named timing and span targets wait for, every kernel's for
+    the run's default target and its report. Other targets count none here."""
+    report_dir = paths.path(paths.REPORT_DIR, run=RUN)
+    gated = {}  # kernel: the layouts whose timing the targets wait for
+    for name in target_names(targets):
+        if name == "all" or name.startswith(f"{report_dir}/"):
+            for kernel in KERNELS:
+                gated.setdefault(kernel, set()).update(LAYOUTS[kernel])
+            continue
+        timing = template_pattern(paths.TIMING).match(name)
+        span = template_pattern(paths.SPAN).match(name)
+        if timing and timing["view"] in ("timing", "cold") and timing["kernel"] in KERNELS:
+            gated.setdefault(timing["kernel"], set()).add(timing["layout"])
+        elif span and span["kernel"] in KERNELS:
+            gated.setdefault(span["kernel"], set()).update(LAYOUTS[span["kernel"]])
+    wanted = {}
+    for kernel, layouts in gated.items():
+        card = CARD_OF_CHECKS.get(kernel)
+        if card is None:
+            continue  # an allocation picks the card: nothing can start on it ahead of the jobs
+        if not all(os.path.exists(name) for name in layout_sanitizer_files(kernel, sorted(layouts))):
+            count_children(wanted, card, ("memcheck", "racecheck"))
+        for control in RACECHECK_CONTROLS[kernel]:
+            if not os.path.exists(paths.path(paths.CONTROL, run=RUN, kernel=kernel, control=control)):
+                count_children(wanted, card, ("racecheck",))
+    return wanted
+
+
+# Per card, the children started while the workflow was read (start_sanitizer_children_ahead).
+SANITIZER_CHILDREN_AHEAD = {}
+
+
+def start_sanitizer_children(wanted):
+    """Start children until `wanted` wait on each card (kernelkit.standby.start), through the jobs'
+    shell and card prefix, so they are on the jobs' card and in their environment. Not where the
+    jobs' Python is not this process's (conda) or an allocation picks the card (GPUS is None):
+    their children would never be claimed."""
+    if not GPUS or not jobs_use_this_python():
+        return {}
+    for card, counts in wanted.items():
+        tools = " ".join(f"{tool}={count}" for tool, count in sorted(counts.items()))
+        start_on_card(card, f"python -m kernelkit.standby {tools}")
+    return wanted
+
+
+def start_sanitizer_children_ahead(targets):
+    """Start the children the targets surely need while Snakemake still reads the workflow.
+
+    Why: a child's context under racecheck takes about a second to make, and the sanitizer's job
+    and the `barrier` control, the last checks of one timing target built from scratch, waited
+    for their children's contexts for up to 0.71 s when the children started with the first jobs.
+    Started here, 0.18 s after the first card's pool instead of 0.47 s (medians), with those two
+    checks served first (kernelkit.worker_client.first_served_address), such a build took 2.62 s
+    from Snakemake's first read of the Snakefile to its last job's end, against 2.90 s (medians
+    of six builds each, interleaved, H200, 2026-12-02)."""
+    SANITIZER_CHILDREN_AHEAD.update(start_sanitizer_children(sanitizer_children_surely_needed(targets)))
 
 
 def start_waiting_sanitizer_children(jobs):
