@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, kit_env
+from conftest import REPO, kill_waiting_children, kit_env
 
 # Lines Snakemake prints before it reads the Snakefile.
 SNAKEMAKE_PREAMBLE = ("Using workflow specific profile", "Config file ")
@@ -174,8 +174,6 @@ def test_the_sanitizers_children_that_one_target_needs_start_once_while_the_work
     and the `barrier` control (a racecheck child). Whether NVML counts the card or the config lists
     it, they start once, before the no-GPU sentence. A stand-in compute-sanitizer notes each
     child's tool and waits as a child would."""
-    from conftest import kill_waiting_children
-
     copy = checkout_copy(tmp_path, runs=[])
     tools = tmp_path / "tools"
     tools.mkdir()
