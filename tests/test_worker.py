@@ -507,81 +507,11 @@ def test_the_first_served_checks_name_the_same_pool(monkeypatch):
 
 def test_contexts_ahead_travel_as_pool_options():
     for other_context in (True, False):
-        for own in (True, False):
-            options = worker.ContextsAhead(other_context, own=own).options()
-            again = worker.ContextsAhead.from_options(["ignored", *options])
-            assert (again.other_context, again.own) == (other_context, own)
+        again = worker.ContextsAhead.from_options(["ignored", *worker.ContextsAhead(other_context).options()])
+        assert again.other_context is other_context
     assert worker.ContextsAhead.from_options([]) is None
     assert worker.ContextsAhead.from_options(["contexts-ahead=x"]) is None
-    assert worker.ContextsAhead.from_options(["contexts-ahead=own+x"]) is None
 
-
-def _serve_with_stand_ins(listener, events, contexts_ahead):
-    """kernelkit.worker.serve in a process of its own, with stand-ins for what needs a GPU: a job
-    only notes its number and makes the process's context; making contexts ahead only notes it."""
-    from kernelkit import membership
-    from kernelkit import worker as pool
-
-    joined = []
-
-    def run(self, request):
-        events.put(("job", request["n"]))
-        time.sleep(0.3)
-        joined.append(True)
-        return {"rc": 0, "stdout": "", "stderr": "", "ends_worker": False}
-
-    membership.has_joined = lambda: bool(joined)
-    pool.make_contexts_ahead = lambda other_context: events.put(("ahead", other_context))
-    pool.Worker.run = run
-    pool.kept_for_workflow = lambda address: False
-    pool.retire = lambda: None
-    pool.serve([listener], 1.0, "\0unused", contexts_ahead)
-
-
-def _job(address, number):
-    """A job's process as far as the pool sees it: its request, then it waits for the reply."""
-    client = _connected(address)
-    client.sendall(json.dumps({"n": number}).encode() + b"\n")
-    return client
-
-
-def _answered(client):
-    with client, client.makefile("rb") as replies:
-        client.settimeout(10)
-        return [worker.read_line(replies) for _ in range(2)]
-
-
-@pytest.mark.parametrize("own", [False, True])
-def test_a_worker_makes_the_timings_other_context_once_it_has_its_own_and_no_job_waits(own):
-    """The checks' pool (own=False) makes no context before its first job, and makes the timing's
-    other context only after a job made the worker's own, once no job waits; a repeat's pool
-    (own=True) makes both before its first job. Each only once."""
-    address = f"\0kernelkit-test-{uuid.uuid4().hex}"
-    listener = _shared_listener(address)
-    events = multiprocessing.get_context("fork").Queue()
-    process = multiprocessing.get_context("fork").Process(
-        target=_serve_with_stand_ins, args=(listener, events, worker.ContextsAhead(True, own=own)), daemon=True)
-    try:
-        process.start()
-        time.sleep(0.3)  # idle before any job
-        first = _job(address, 1)
-        time.sleep(0.1)  # the first job runs; the second waits for it
-        second = _job(address, 2)
-        assert _answered(first)[1]["rc"] == 0 and _answered(second)[1]["rc"] == 0
-        before_third = [events.get(timeout=10) for _ in range(3)]
-        assert _answered(_job(address, 3))[1]["rc"] == 0
-        process.join(10)  # the worker leaves after its idle time
-        after = []
-        while not events.empty():
-            after.append(events.get(timeout=5))
-    finally:
-        process.kill()
-        listener.close()
-    if own:
-        assert before_third == [("ahead", True), ("job", 1), ("job", 2)]
-    else:
-        assert before_third == [("job", 1), ("job", 2), ("ahead", True)]
-    assert after == [("job", 3)]
 
 def test_a_pool_is_kept_for_each_noted_workflow_while_it_runs_and_not_for_a_process_reusing_its_pid(pool_env):
     address = _repeat_pool_address(pool_env, 2)

@@ -205,16 +205,13 @@ def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
     """Take jobs from the shared sockets (next_job) until none came for `idle_exit_s` and no
     workflow the pool is kept for runs (kernelkit.worker_client.keep_for_workflow), or a job
     ended this worker.
-    `contexts_ahead`: what to make ahead of the jobs (ContextsAhead), each time no job waits."""
+    `contexts_ahead`: first make the CUDA contexts, unless a job waits already."""
     worker = Worker()
-    own_pending = contexts_ahead is not None and contexts_ahead.own
-    other_pending = contexts_ahead is not None and contexts_ahead.other_context
+    if contexts_ahead is not None and not select.select(listeners, [], [], 0)[0]:
+        make_contexts_ahead(contexts_ahead.other_context)
     while True:
-        # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
-        if (own_pending or (other_pending and membership.has_joined())) and not _job_waiting(listeners):
-            make_contexts_ahead(other_pending)
-            own_pending = other_pending = False
         try:
+            # A worker has a CUDA context once it has used a GPU (kernelkit.membership joins it then).
             connection = next_job(listeners, idle_exit_s,
                                   0.0 if membership.has_joined() else WITHOUT_CONTEXT_DEFER_S)
         except TimeoutError:
@@ -241,13 +238,9 @@ def serve(listeners: Sequence[socket.socket], idle_exit_s: float, address: str,
     retire()
 
 
-def _job_waiting(listeners: Sequence[socket.socket]) -> bool:
-    return bool(select.select(listeners, [], [], 0)[0])
-
-
 def make_contexts_ahead(other_context: bool) -> None:
-    """Make this process's CUDA context (where it has none), its measurement stream and, with
-    `other_context`, the timing's other context (kernelkit.device.prepare_measurement), holding the GPU shared as a job
+    """Make this process's CUDA context, its measurement stream and, with `other_context`, the
+    timing's other context (kernelkit.device.prepare_measurement), holding the GPU shared as a job
     does for its own (they are GPU work no timing may overlap). Anything that fails here fails
     again in the job, which says it in its own sentence."""
     from kernelkit import device, environment, gpujob, gpulock

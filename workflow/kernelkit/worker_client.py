@@ -285,46 +285,34 @@ def start_pool(argv: Sequence[str] = ("correctness",), workflow_pid: int | None 
 
 
 class ContextsAhead:
-    """What a pool's processes make before the job that needs it, each under a shared hold: their
-    own CUDA context before their first job (`own`), and the timing's other context
-    (`other_context`, kernelkit.device.OtherContext) as soon as they have their own and no job
-    waits.
+    """A pool whose processes make their CUDA context (and the timing's other context,
+    `other_context`) under a shared hold before their first job.
 
-    Why their own: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came,
-    a minute and more into a full default run, and their sixteen processes made their contexts
+    Why: the pools of repeats 2 and 3 (REPEATED) began when their first timing job came, a
+    minute and more into a full default run, and their sixteen processes made their contexts
     then, beside each other, holding the GPU shared while every timing waited: their timing jobs'
     `load_modules` took up to 2.8 s, 16.4 and 19.4 s in all (h200-p14). Made while the run's
-    first jobs only check kernels, at most 0.04 s, 0.3 s in all (h200-p19a). The checks' pool
-    makes no context before its first job: its processes would make theirs beside the sanitizer's
-    children, whose racecheck contexts end the checks of one target built from scratch.
-    Why the other one, in the checks' pool: the timing of one target built from scratch runs last,
-    in a process whose checks made its context, and spent 0.12-0.17 s of its 0.26-0.41 s making
-    the other context (22 builds, H200, 2026-12-02), while the process had waited idle."""
+    first jobs only check kernels, at most 0.04 s, 0.3 s in all (h200-p19a)."""
 
     OPTION = "contexts-ahead"
 
-    def __init__(self, other_context: bool, own: bool = True) -> None:
+    def __init__(self, other_context: bool) -> None:
         self.other_context = other_context
-        self.own = own
 
     def options(self) -> list[str]:
-        made = [name for name, wanted in (("own", self.own), ("other", self.other_context)) if wanted]
-        return [f"{self.OPTION}={'+'.join(made) or 'none'}"]
+        return [f"{self.OPTION}={int(self.other_context)}"]
 
     @classmethod
     def from_options(cls, options: Sequence[str]) -> "ContextsAhead | None":
         """The setting `options` give, or None when they give none (a pool a job started)."""
         for option in options:
             name, _, value = option.partition("=")
-            made = set(value.split("+"))
-            if name == cls.OPTION and (made <= {"own", "other"} or value == "none"):
-                return cls("other" in made, own="own" in made)
+            if name == cls.OPTION and value in ("0", "1"):
+                return cls(value == "1")
         return None
 
     def describe(self) -> str:
-        if self.own:
-            return f", contexts made ahead{' with the other context' if self.other_context else ''}"
-        return ", the timing's other context made ahead" if self.other_context else ""
+        return f", contexts made ahead{' with the other context' if self.other_context else ''}"
 
 
 def _workflows_note(address: str) -> Path:

@@ -219,11 +219,8 @@ def start_worker_pools(cards):
     if (targets is None or not runs_jobs or FROZEN or os.environ[WORKER_VARIABLE] != "1"
             or not gpu_surely_needed(targets)):
         return
-    # Its processes make the timing's other context once their checks made their own (ContextsAhead).
-    ahead = f", contexts_ahead=ContextsAhead(True, own=False)" if config["timing"]["context_switch"] else ""
     for gpu in cards:
-        start_on_card(gpu, "python -c 'from kernelkit.worker_client import ContextsAhead, start_pool; "
-                           f"start_pool(workflow_pid={os.getpid()}{ahead})'")
+        start_on_card(gpu, f"python -c 'from kernelkit.worker_client import start_pool; start_pool(workflow_pid={os.getpid()})'")
 
 
 # The first card's pool starts here, before NVML counts the cards and the rest of the workflow is
