@@ -199,6 +199,37 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+# Snakemake's command line with a note, at each include, of the objects the collector tracks and
+# of those frozen; the Snakefile's include notes them before any of the kit's code runs.
+NOTE_FROZEN = """
+import gc, sys
+from snakemake.cli import main
+from snakemake import workflow
+include = workflow.Workflow.include
+def noted(self, snakefile, *args, **kwargs):
+    print("INCLUDE", str(snakefile).rsplit("/", 1)[-1], len(gc.get_objects()), gc.get_freeze_count(), file=sys.stderr)
+    return include(self, snakefile, *args, **kwargs)
+workflow.Workflow.include = noted
+sys.argv = ["snakemake", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_snakemakes_objects_are_frozen_before_the_kits_checks_and_the_sanitizers_children():
+    """A full collection while the workflow was read walked every object of Snakemake and its
+    imports, just before guards.smk starts the sanitizer's children of one target (common.smk says
+    how long). Once common.smk has begun, they are frozen (gc.freeze): no collection walks them."""
+    done = subprocess.run([sys.executable, "-c", NOTE_FROZEN, "-n", "--config", "run=local", "--", TIMING], cwd=REPO,
+                          env=kit_env(REPO), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    notes = {name: (int(tracked), int(frozen)) for name, tracked, frozen in
+             (line.split()[1:] for line in done.stderr.splitlines() if line.startswith("INCLUDE "))}
+    snakemakes_objects, frozen_before = notes["Snakefile"]
+    assert frozen_before == 0
+    assert snakemakes_objects > 10_000  # Snakemake's command line and its imports
+    assert notes["guards.smk"][1] >= snakemakes_objects
+
+
 def test_committed_run_is_not_overwritten(tmp_path):
     """The kernels have layouts and controls that h200-s5a never recorded, so naming it asks for
     GPU jobs: without overwrite they are refused in one sentence before any job starts, and the
