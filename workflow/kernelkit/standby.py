@@ -39,8 +39,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from kernelkit.membership import DEFAULT_LOCK_DIR, LOCK_DIR_VARIABLE
 from kernelkit.records import process_alive
-from kernelkit.worker import idle_exit_s
-from kernelkit.worker_client import WORKER_VARIABLE, kit_fingerprint
+from kernelkit.worker_client import WORKER_VARIABLE, idle_exit_s, kit_fingerprint
 
 TOOLS = ("memcheck", "racecheck")
 # What every sanitizer run of the kit passes its tool, waiting or not (kernelkit.tools).

@@ -46,8 +46,8 @@ from typing import Any, Iterator, Sequence
 
 from kernelkit import membership
 from kernelkit.jobstart import process_started_unix_s
-from kernelkit.worker_client import (DEFAULT_IDLE_EXIT_S, EXIT_INTERNAL, IDLE_VARIABLE, POOLS_VARIABLE, PROCESSES_VARIABLE,
-                                     ContextsAhead, first_served_address, kept_for_workflow, read_line)
+from kernelkit.worker_client import (EXIT_INTERNAL, POOLS_VARIABLE, PROCESSES_VARIABLE, ContextsAhead,
+                                     first_served_address, idle_exit_s, kept_for_workflow, read_line)
 
 # The exit status of a worker that ended because the job it ran lost its own process.
 EXIT_JOB_GONE = 4
@@ -285,13 +285,6 @@ def pool_size() -> int:
 def pools_per_gpu() -> int:
     """How many pools of this size a GPU may have at once: one per repeat (kernelkit.worker_client.REPEATED)."""
     return _count(POOLS_VARIABLE)
-
-
-def idle_exit_s() -> float:
-    try:
-        return max(1.0, float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_EXIT_S)))
-    except ValueError:
-        return DEFAULT_IDLE_EXIT_S
 
 
 # Imported by each GPU job at its first use, not by kernelkit.cli: the check of the job's settings

@@ -64,6 +64,15 @@ EXIT_INTERNAL = 3
 LOG_KEEP_BYTES = 1 << 20
 
 
+def idle_exit_s() -> float:
+    """How long a pool's process, or a sanitizer's child started ahead (kernelkit.standby), waits
+    for a job before it leaves (IDLE_VARIABLE, at least a second)."""
+    try:
+        return max(1.0, float(os.environ.get(IDLE_VARIABLE, DEFAULT_IDLE_EXIT_S)))
+    except ValueError:
+        return DEFAULT_IDLE_EXIT_S
+
+
 def default_processes(cores: int) -> int:
     """A pool's processes when the config names none (DEFAULT_MAX_PROCESSES says why)."""
     return max(1, min(cores, DEFAULT_MAX_PROCESSES))
