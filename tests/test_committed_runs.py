@@ -18,7 +18,7 @@ RUNS = sorted(path.name for path in (REPO / "results").iterdir() if (path / "con
 def test_the_runs_the_readme_cites_are_committed():
     assert {"h200-p3", "h200-s3", "h200-tw7-solo", "h200-tw7-a", "h200-tw7-b", "h200-s10", "h200-p14", "h200-s9", "h200-p13", "h200-fq2-nowait", "h200-fq2-wait", "h200-fq4-nowait", "h200-fq4-wait", "h200-w2x1g", "h200-w2x2g", "h200-w2x1i", "h200-w2x2i", "h200-cold1", "h200-w2x1d", "h200-w2x2d", "h200-e2", "h200-limits1", "h200-limits4", "h200-ln-counters", "h200-f1", "h200-ref2", "h200-planted2", "h200-s5a", "h200-s5b",
             "h200-p5a", "h200-p5b", "h200-p19a", "h200-p19b",
-            "h200-p20b", "h200-s20", "h200-p21a", "h200-p21b", "h200-s21", "h200-q4a", "h200-q4b", "h200-q8b"} <= set(RUNS)
+            "h200-p20b", "h200-s20", "h200-p22a", "h200-p22b", "h200-s22", "h200-q4a", "h200-q4b", "h200-q8b"} <= set(RUNS)
     assert any(run.startswith("h200-q-") for run in RUNS)
 
 

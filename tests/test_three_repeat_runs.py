@@ -3,8 +3,8 @@ evidence): h200-p14 (default profile, empty kernel caches) and h200-s10 (`snakem
 then h200-tw7-solo alone and h200-tw7-a / h200-tw7-b started at once in one directory (kit
 2a152123); h200-p20b (default profile, a fresh copy of the checkout, warm kernel caches, no pool up)
 and h200-s20 (`--cores 1`, right after it) of kit 063b2e81; h200-q8b and h200-q4b, pools of eight
-and of four processes, each from a fresh copy with warm caches, one card (kit 13ef21b2); h200-p21b
-and h200-s21, the same pair as h200-p20b and h200-s20 with the default pools of four (kit 11892c20).
+and of four processes, each from a fresh copy with warm caches, one card (kit 13ef21b2); h200-p22b
+and h200-s22, the same pair as h200-p20b and h200-s20 with the default pools of four (kit b762ef66).
 
 Every number checked here is computed from the committed records."""
 
@@ -18,7 +18,7 @@ from conftest import REPO, above_and_within_one_percent, committed_timings
 from kernelkit import diff
 from kernelkit.records import run_time
 
-PAIRS = (("h200-s10", "h200-p14"), ("h200-s20", "h200-p20b"), ("h200-s21", "h200-p21b"))
+PAIRS = (("h200-s10", "h200-p14"), ("h200-s20", "h200-p20b"), ("h200-s22", "h200-p22b"))
 SOLO, TWINS = "h200-tw7-solo", ("h200-tw7-a", "h200-tw7-b")
 POOLS_OF_EIGHT, POOLS_OF_FOUR = "h200-q8b", "h200-q4b"
 RUNS = (*(run for pair in PAIRS for run in pair), SOLO, *TWINS, POOLS_OF_EIGHT, POOLS_OF_FOUR)
@@ -81,10 +81,14 @@ def test_the_second_pair_misses_nine_in_ten_by_one_configuration():
 
 
 def test_the_current_defaults_pair_is_what_the_readme_reports():
-    """h200-s21 against h200-p21b: 71 of 76 within 1%, the other five within 2.9%."""
+    """h200-s22 against h200-p22b: 72 of 76 within 1%. Beyond it: the L2-resident rmsnorm 512x8193,
+    whose time keeps a state for a process's life (the serial run's t32 repeats took 92.3, 107.9 and
+    117.8 us), and bias_gelu `vec4` within 2.1%."""
     _, above, within = _within_one_percent(*PAIRS[2])
-    assert (len(within), len(above)) == (71, 76)
-    assert max(abs(c.change) for c in above) <= 0.0295
+    assert (len(within), len(above)) == (72, 76)
+    beyond = [c for c in above if c not in within]
+    assert all(abs(c.change) <= 0.021 for c in beyond if c.shape != "512x8193")
+    assert {c.shape for c in beyond} == {"512x8193", "8192x4096"}
 
 
 @pytest.mark.parametrize("twin", TWINS)

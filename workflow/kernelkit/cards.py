@@ -115,7 +115,7 @@ def pool_job_bound(processes: int) -> int:
     time Snakemake took to notice the finished job and start the next. Measured, that was not what
     the build waited for (its longest check, the sanitizer's, was): 4.30-5.36 s with 8 (11 builds),
     4.14-5.08 s with 6 (5 builds, interleaved with 5 of the 11, one H200, 2026-12-01). Twice is
-    kept because the committed runs of the default (h200-p21a/b, h200-s21) ran with it.
+    kept because the committed runs of the default (h200-p22a/b, h200-s22) ran with it.
 
     Why a bound at all: a job waiting for its card's pool takes a core all the same. Unbounded,
     the first card's checks, which rank first, took 22 of 32 cores on two H200s while its 8
