@@ -9,27 +9,30 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/guards.smk"
 include: "workflow/rules/environment.smk"
-include: "workflow/rules/correctness.smk"
+include: "workflow/rules/checks.smk"
 include: "workflow/rules/timing.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/diff.smk"
 
 
 onstart:
-    before_first_job()
+    from kernelkit import guards
 
-
-onsuccess:
-    release_scheduler_timers()
+    problem = guards.before_first_job(list(workflow.dag.needrun_jobs()), RUN, paths.path(paths.RUN_DIR, run=RUN),
+                                      FROZEN, workflow.local_exec)
+    if problem:
+        refuse(problem)
 
 
 onerror:
-    after_failure()
+    from kernelkit import guards
+
+    for line in guards.failure_lines(workflow.scheduler.failed):
+        print(line, file=sys.stderr)
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        PLAN.all_targets(GPUS),

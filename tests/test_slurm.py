@@ -1,4 +1,4 @@
-"""The workflow on a real SLURM cluster through workflow/profiles/slurm (issue 14).
+"""The workflow on a real SLURM cluster through profiles/slurm (issue 14).
 
 .ci/slurm-up.sh starts a single-node cluster whose two GPUs are stand-in device files. On it the CPU
 stages must complete through sbatch (the report of a committed run and the diff of two committed
@@ -79,7 +79,7 @@ def copy_repository(target: Path) -> None:
         shutil.copy2(REPO / name, target / name)
     for name in ("workflow", "config", "kernels", "envs"):
         shutil.copytree(REPO / name, target / name, symlinks=True, ignore=ignore)
-    (target / "profiles").symlink_to("workflow/profiles")
+    (target / "profiles").symlink_to("profiles")
     # The run was made with two repeats, before the default became three: its config is the
     # default with the repeats and the cards it was made with.
     config = (REPO / "config" / "config.yaml").read_text()
@@ -127,7 +127,7 @@ def run_on_cluster(copy: Path, *args: str, config: tuple[str, ...] = ()) -> Clus
     exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
     command = [
         exe,
-        "--workflow-profile", "workflow/profiles/slurm",
+        "--workflow-profile", "profiles/slurm",
         # A small cluster answers at once; the plugin's default first check comes after 40 s.
         "--slurm-init-seconds-before-status-checks", "2",
         "--config", f"run={RUN}", *config,
@@ -243,7 +243,7 @@ def planned_groups(dry_run: str) -> dict[str | None, list[tuple[str, dict[str, s
 def test_profile_puts_every_timing_of_a_kernel_shape_in_one_group_and_checks_per_kernel():
     """The default config's whole run as the SLURM profile would submit it (a dry run, no cluster)."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    done = snakemake("--workflow-profile", "workflow/profiles/slurm", "-n", "--config", "run=slurm-dry-run")
+    done = snakemake("--workflow-profile", "profiles/slurm", "-n", "--config", "run=slurm-dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     groups = planned_groups(done.stdout + done.stderr)
     expected_groups = {f"timed-{kernel}-{shape}" for kernel, entry in config["kernels"].items() for shape in entry["shapes"]}

@@ -16,13 +16,9 @@ from typing import Any, Mapping
 from kernelkit import KitError
 
 # The model below only balances cards; it never appears in a result. It counts what occupies a
-# card: the kit keeps each timing process's start-up (imports, NVRTC, inputs, references) off the
-# GPU and its lock, and worker processes (kernelkit.worker) keep it from recurring, so a timing
-# job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30: 0.04 s of held
-# GPU per job for the smallest kernels) plus its timed calls, whose samples the timing method caps
-# at max_sample_ms. Balancing by process count instead (3 s per process, before worker pools) put
-# 27.9 and 17.6 s of exclusive timing work on two H200s; by this model 22.2 and 25.3 s (the whole
-# default config, runs h200-w2x2, retired, and h200-w2x2b).
+# card: a timing job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30:
+# 0.04 s of held GPU per job for the smallest kernels) plus its timed calls, whose samples the
+# timing method caps at max_sample_ms.
 GPU_SECONDS_PER_PROCESS = 0.1
 # Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
 COPY_BYTES_PER_S = 3.0e12
@@ -98,30 +94,6 @@ def _nvml_count() -> int:
 def resource(gpu: int) -> str:
     """The Snakemake resource a job asks for to run on physical GPU `gpu`."""
     return f"gpu_{gpu}"
-
-
-def pool_resource(gpu: int) -> str:
-    """The Snakemake resource that bounds how many jobs of card `gpu`'s worker pool run at once."""
-    return f"gpu_{gpu}_pool"
-
-
-def pool_job_bound(processes: int) -> int:
-    """How many jobs of one card's worker pool (kernelkit.worker) Snakemake runs at once: twice its
-    processes, so that the jobs a worker takes next already wait at the pool's socket when it
-    finishes one.
-
-    Why twice: one timing target built from scratch has 8 to 12 check jobs (rmsnorm 8). With 4
-    processes and a bound of 6, its last two checks started 0.27-0.42 s after a slot freed, the
-    time Snakemake took to notice the finished job and start the next. Measured, that was not what
-    the build waited for (its longest check, the sanitizer's, was): 4.30-5.36 s with 8 (11 builds),
-    4.14-5.08 s with 6 (5 builds, interleaved with 5 of the 11, one H200, 2026-12-01). Twice is
-    kept because the committed runs of the default (h200-p22a/b, h200-s22) ran with it.
-
-    Why a bound at all: a job waiting for its card's pool takes a core all the same. Unbounded,
-    the first card's checks, which rank first, took 22 of 32 cores on two H200s while its 8
-    workers ran 8 of them; the second card's checks could not start for 5.8 s, and its workers
-    idled (h200-w2x2e)."""
-    return 2 * processes
 
 
 @dataclass(frozen=True)

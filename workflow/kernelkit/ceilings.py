@@ -247,7 +247,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
     nvml = environment.Nvml(bus_id)
     if args.kind == "gemm":
         compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
-    with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock, until_exit=True) as gpu:
+    with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
         compiled = compile_kernels(args.kind)  # the context and the modules, holding the lock (kernelkit.gpulock)
         before = nvml.snapshot()
         record = measure(args.kind, settings.method, settings.copy_bytes, settings.gemm_n, compiled)

@@ -11,6 +11,7 @@ element changed. The check itself (kernelkit.output_check) is plain NumPy so it 
 from __future__ import annotations
 
 import argparse
+import os
 import json
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar, Mapping, Sequence
@@ -152,15 +153,14 @@ def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, patt
 
 def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
               cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
-              clock: Any = None, until_exit: bool = False) -> list[CaseResult]:
+              clock: Any = None) -> list[CaseResult]:
     """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
     mutated) source, each case launched `runs` times.
 
     Inputs and references first; then, holding the GPU lock (`lock`: gpulock.LockSettings,
     default the schema's; `clock` adds the stretch to a job's clock), the CUDA context, the
     compilation and loading of each build (per entry and compile options) and every launch;
-    then the judgement of the downloaded bits. `until_exit`: keep the lock until the process
-    exits (kernelkit.gpulock), for a process that starts no other GPU process after this.
+    then the judgement of the downloaded bits.
     """
     from kernelkit import device, environment, gpujob, gpulock, library
 
@@ -177,7 +177,7 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     if not prepared:
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock, until_exit):
+    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock):
         with clock.phase("compile_and_load"):
             compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         with clock.phase("launches"):
@@ -243,8 +243,8 @@ def settings_lock_and_clock(args: argparse.Namespace) -> tuple[CheckSettings, Lo
 
 
 def cmd_correctness(args: argparse.Namespace) -> int:
-    from kernelkit import tools
-
+    """Every named layout of one kernel in this one process; with --output-dir, a record per layout
+    (<layout>.json), written only when every case of every layout passed: a failure stops the kernel."""
     settings, lock, clock = settings_lock_and_clock(args)
     spec = specs.load(args.kernel)
     layouts = args.layout or list(spec.all_layouts)
@@ -252,26 +252,37 @@ def cmd_correctness(args: argparse.Namespace) -> int:
         spec.layout(layout)
     if args.control is not None:
         spec.mutation(args.control)
-        if any(spec.is_baseline(layout) for layout in layouts) or args.output:
+        if any(spec.is_baseline(layout) for layout in layouts) or args.output_dir:
             raise KitError("--control builds hand-written layouts with a mutation and writes nothing; "
-                           "name hand-written layouts with --layout and leave out --output")
+                           "name hand-written layouts with --layout and leave out --output-dir")
     skipped = _skipped_baselines(spec, layouts)
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
-    layouts = [layout for layout in layouts if layout not in skipped]
-    chosen = tools.sanitizer_cases(spec) if args.sanitizer_cases else None
-    cases = (run_suite(spec, layouts, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock,
-                       until_exit=True) if layouts else [])
+    runnable = [layout for layout in layouts if layout not in skipped]
+    chosen = None
+    if args.sanitizer_cases:
+        from kernelkit import tools
+
+        chosen = tools.sanitizer_cases(spec)
+    cases = run_suite(spec, runnable, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock) if runnable else []
     print_cases(cases)
-    record = {**suite_record(spec, cases), "layouts": layouts, "skipped": skipped, "negative_control": None,
-              "determinism_runs": settings.determinism_runs}
-    failed = record["failed_count"]
+    failed = [case for case in cases if not case.passed]
     if failed:
-        raise KitError(f"{spec.name}: {failed} of {len(cases)} correctness cases failed; nothing will be timed")
-    if args.output:
-        write_record(args.output, {**record, **environment.card(), "passed": bool(layouts), "job": clock.describe()})
-    if layouts:
-        print(f"{spec.name} {', '.join(layouts)}: all {len(cases)} cases passed, largest |error| {record['max_abs_error']:.4e}")
+        bad = sorted({case.layout for case in failed})
+        raise KitError(f"{spec.name}: {len(failed)} of {len(cases)} correctness cases failed (layouts {', '.join(bad)}); "
+                       f"nothing of {spec.name} will be timed")
+    if args.output_dir:
+        job = clock.describe()
+        for layout in layouts:
+            own = [case for case in cases if case.layout == layout]
+            record = {**suite_record(spec, own), "layouts": [layout] if layout in runnable else [],
+                      "skipped": {layout: skipped[layout]} if layout in skipped else {},
+                      "negative_control": None, "determinism_runs": settings.determinism_runs}
+            write_record(os.path.join(args.output_dir, f"{layout}.json"),
+                         {**record, **environment.card(), "passed": layout in runnable, "job": job})
+    if runnable:
+        print(f"{spec.name} {', '.join(runnable)}: all {len(cases)} cases passed, "
+              f"largest |error| {max((case.max_abs_error for case in cases), default=0.0):.4e}")
     return 0
 
 
@@ -309,7 +320,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("correctness", help="run the correctness suite; exits non-zero when a case fails")
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
     p.add_argument("--layout", action="append", help="a layout of the kernel, repeatable; default: every layout")
-    p.add_argument("--output", help="where to write the correctness record (JSON); default: print only")
+    p.add_argument("--output-dir", help="where to write one correctness record per layout, <layout>.json; default: print only")
     p.add_argument("--sanitizer-cases", action="store_true",
                    help="run only the few cases compute-sanitizer runs (KernelSpec.sanitizer_shapes_used, pattern normal)")
     p.add_argument("--control", help="build with this negative control's mutation (print only; for racecheck)")

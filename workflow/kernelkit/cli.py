@@ -53,15 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    own_process = argv is None
-    if own_process:
+    if argv is None:
         from kernelkit import gpulock
 
-        gpulock.command_is_process()
-    code = _run(args)
-    if own_process:
-        gpulock.end_process(code)  # returns only when this process keeps no hold on a GPU
-    return code
+        gpulock.command_is_process()  # its own process: a GPU hold lasts until it exits
+    return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:

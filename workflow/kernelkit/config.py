@@ -14,7 +14,6 @@ import argparse
 import copy
 import functools
 import json
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
@@ -265,24 +264,6 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
                 )
 
 
-@dataclass(frozen=True)
-class TimedTarget:
-    kernel: str
-    shape: str
-    layout: str
-    repeat: int
-    order_key: int
-    cache: str = "warm"
-
-    @property
-    def key(self) -> tuple[str, str, str, int, str]:
-        return (self.kernel, self.shape, self.layout, self.repeat, self.cache)
-
-    def priority(self, repeats: int) -> int:
-        """Snakemake priority: every target of repeat r before any of repeat r+1, then by order key."""
-        return (repeats - self.repeat) * 2**32 + (2**32 - 1 - self.order_key)
-
-
 def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
     """A kernel's configured layouts, then the valid points of its selected sweeps (file-safe names)."""
     entry = config["kernels"][kernel]
@@ -317,29 +298,6 @@ def caches(config: dict[str, Any]) -> list[str]:
     defaults were filled in may lack the key; the schema's default applies then too."""
     chosen = config["timing"].get("cache", schema_default("timing", "cache"))
     return {"warm": ["warm"], "cold": ["cold"], "both": ["warm", "cold"]}[chosen]
-
-
-def order_key(seed: int, repeat: int, kernel: str, shape: str, layout: str, cache: str = "warm") -> int:
-    """A seeded pseudo-random key; within a repeat, targets run in ascending key order.
-
-    A key per target (rather than a shuffled list) keeps each target's place stable when
-    other configurations are added, and gives every repeat its own order, so that slow
-    drift lands on different layouts in different repeats instead of always favouring
-    whichever runs first.
-    """
-    suffix = "" if cache == "warm" else f"/{cache}"  # warm keys are those of runs made before cold existed
-    return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{layout}{suffix}".encode())
-
-
-def timing_plan(config: dict[str, Any]) -> list[TimedTarget]:
-    """Every timed target in the order the workflow runs them: repeats in turn, each shuffled."""
-    seed = config["timing"]["order_seed"]
-    plan = []
-    for repeat in range(1, config["timing"]["repeats"] + 1):
-        targets = [TimedTarget(k, s, l, repeat, order_key(seed, repeat, k, s, l, c), c)
-                   for k, s, l in configurations(config) for c in caches(config)]
-        plan += sorted(targets, key=lambda t: t.order_key)
-    return plan
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

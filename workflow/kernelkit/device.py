@@ -14,8 +14,33 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit import KitError, binaries
-from kernelkit.driver_launch import CudaError, Driver, NoDriver
 from kernelkit.spec import KernelSpec, Shape
+
+
+class NoDriver(Exception):
+    """No CUDA driver here; the message is one sentence."""
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+class Driver:
+    """The CUDA driver API through ctypes, for the few queries that must not make a CUDA context
+    (the GPU check before any job, the compute capability): each call named as in cuda.h."""
+
+    def __init__(self, library: str = "libcuda.so.1") -> None:
+        try:
+            self._library = ctypes.CDLL(library)
+        except OSError as error:
+            raise NoDriver(f"no GPU/driver: {library} cannot be loaded ({error})") from None
+
+    def __call__(self, name: str, *arguments: Any) -> None:
+        result = getattr(self._library, name)(*arguments)
+        if result != 0:
+            text = ctypes.c_char_p()
+            known = self._library.cuGetErrorName(result, ctypes.byref(text)) == 0 and text.value
+            raise CudaError(f"{name} returned CUDA error {result} ({text.value.decode(errors='replace') if known else 'unknown'})")
 
 
 def cupy() -> Any:

@@ -123,12 +123,13 @@ def timing_key(record: dict[str, Any], path: Path) -> TimingKey:
 
 
 def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
-    """Which process timed a record: its worker (pid and start) when a worker pool ran it
-    (kernelkit.worker), else the record's own process, one per repeat."""
+    """Which process timed a record: the pid and start its job clock names (`process`; runs of an
+    earlier kit name a long-lived `worker`), else the record's own process, one per repeat."""
     job = record.get("job")
-    worker = job.get("worker") if isinstance(job, dict) else None
-    if isinstance(worker, dict) and worker.get("pid") is not None:
-        return ("worker", worker.get("pid"), worker.get("started_unix_s"))
+    for field in ("process", "worker"):
+        process = job.get(field) if isinstance(job, dict) else None
+        if isinstance(process, dict) and process.get("pid") is not None:
+            return ("process", process.get("pid"), process.get("started_unix_s"))
     return ("own process", key)
 
 

@@ -219,7 +219,7 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
     static = nvml.static_fields()
     lock = gpulock.LockSettings.from_config(
         {key: value for key, value in config.get("gpu_lock", {}).items() if key in gpulock.LOCK_KEYS}, lock_dir)
-    with gpujob.exclusive_gpu(nvml, bus_id, lock, clock, until_exit=True) as gpu:
+    with gpujob.exclusive_gpu(nvml, bus_id, lock, clock) as gpu:
         snapshot = nvml.snapshot()
         cuda = _cuda_fields(cp)  # may create the CUDA context: holding the lock (kernelkit.gpulock)
     return {

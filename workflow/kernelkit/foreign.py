@@ -9,20 +9,17 @@ Presence is not work: kit processes waiting for the lock hold idle contexts, and
 previous holder for a moment after it released. So a process is foreign only when it *did*
 something (SM utilisation above zero) and is not the kit.
 
-Who the kit is: every kit process that uses a GPU shares a flock on the lock's `.members` file
-from its first stretch until it exits (kernelkit.gpulock), so the kernel's list of locks
-(/proc/locks) names them all, whatever they are doing. With that list readable and this process
-in NVML's pid space, a process is foreign when it has a context now, is no member, and showed SM
-utilisation since the kit's own work began, or, with no sample since, was busy in its latest
-sample of the last `WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each
-process only every so often, longer than most timed stretches, so judging only the samples that
-lie wholly inside the stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200,
-2026-11-30). A kit process that is ending logs its pid first (kernelkit.membership.note_leaving)
-and counts as the kit for a while after: the kernel drops its lock before the driver has torn
-down its context, and meanwhile NVML lists it with the samples of its last locked work.
-Without the list, only samples whose whole period lies after the lock was taken are
-judged (rule `by_pid`), less the previous holder, so the work of earlier holders, which ended
-before they released the lock, is never blamed on anyone.
+Who the kit is: every kit process takes its GPU's lock before it creates a CUDA context and
+keeps it until it exits (kernelkit.gpulock), so while this process holds the lock, no other kit
+process of this lock directory has a context on the GPU; the previous holder, whose context may
+outlive its lock for a moment, is named in the lock file and excused. With this process in NVML's
+pid space, a process is foreign when it has a context now and showed SM utilisation since the
+kit's own work began, or, with no sample since, was busy in its latest sample of the last
+`WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each process only every so
+often, longer than most timed stretches, so judging only the samples that lie wholly inside the
+stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200, 2026-11-30).
+With the lock disabled, only samples whose whole period lies after the stretch began are judged
+(rule `by_pid`), less the previous holder.
 
 Per-process samples cannot show work that began inside a short stretch (NVML samples processes
 too seldom); what the GPU does while the kit holds it and launches nothing, after a stretch and
@@ -123,7 +120,7 @@ class ProcessWatcher:
     kit_pids: tuple[int, ...] = ()
     since_unix_s: float | None = None
     self_busy: bool = True
-    # The kit's processes on this GPU now (lock_members), or None where they cannot be listed.
+    # The kit's other processes with a context on this GPU now (none while this one holds the lock), or None where they cannot be known.
     members: Callable[[], set[int] | None] | None = None
 
     def __post_init__(self) -> None:
@@ -211,64 +208,6 @@ class ProcessWatcher:
 def busy_after(look: dict[str, Any] | None) -> list[int]:
     """The outsiders a look after a stretch found computing right after it (empty: none, or no look)."""
     return list(look["outsiders"]) if look and look.get("looked") and look.get("busy") else []
-
-
-def lock_members(path: str | os.PathLike[str], locks_table: str = "/proc/locks") -> set[int] | None:
-    """The pids holding or waiting for a flock on `path`, from the kernel's table; None when unreadable.
-
-    /proc/locks names a file by device and inode ("fd:01:1234567", device numbers in hex).
-    """
-    try:
-        info = os.stat(path)
-        with open(locks_table, encoding="ascii") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return None
-    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    pids = set()
-    for line in lines:
-        fields = line.replace("->", " ").split()
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4].isdigit():
-            pids.add(int(fields[4]))
-    return pids
-
-
-# How long a kit process that logged its leaving (kernelkit.membership.note_leaving) stays excused:
-# its context outlives its membership only while the driver tears it down, well under this.
-LEFT_MEMORY_S = 30.0
-
-
-def recent_leavers(path: str | os.PathLike[str], now_unix_s: float | None = None,
-                   memory_s: float = LEFT_MEMORY_S, tail_bytes: int = 65536) -> set[int]:
-    """The pids a leavers' log (`pid unix_time` lines) names as ending within the last `memory_s`.
-
-    Only the log's tail is read: it grows by one line per kit process and is never rewritten.
-    """
-    now = time.time() if now_unix_s is None else now_unix_s
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - tail_bytes))
-            text = handle.read().decode("ascii", errors="replace")
-    except OSError:
-        return set()
-    pids = set()
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) == 2 and fields[0].isdigit():
-            try:
-                left = float(fields[1])
-            except ValueError:
-                continue
-            if now - memory_s <= left <= now + 1.0:
-                pids.add(int(fields[0]))
-    return pids
-
-
-def kit_members(members: str | os.PathLike[str], leavers: str | os.PathLike[str]) -> set[int] | None:
-    """The kit's processes on a GPU: those sharing its `.members` lock now, and those that logged
-    their leaving moments ago (their contexts may outlive the lock); None when the table is unreadable."""
-    pids = lock_members(members)
-    return None if pids is None else pids | recent_leavers(leavers)
 
 
 def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:

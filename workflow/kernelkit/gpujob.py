@@ -1,23 +1,21 @@
-"""What a GPU stage wraps its work in: the job's clock and the hooks that hold its GPU.
+"""What a GPU stage wraps its work in: the job's clock and the hold on its GPU.
 
-Why apart from kernelkit.gpulock: the lock is a mechanism (files, flock modes, who waits for
-whom); a stage needs more around it: the GPU's key from NVML, a clock of the whole job (its
-process start, its waits, its phases) written into the record, and, while it holds the GPU
-alone, a watcher of other processes (kernelkit.foreign) and the optional wait for them.
+Why apart from kernelkit.gpulock: the lock is a mechanism (one file, one flock); a stage needs
+more around it: the GPU's key from NVML, a clock of the whole job (its process start, its wait,
+its phases) written into the record, and, while it holds the GPU, a watcher of other processes
+(kernelkit.foreign) and the optional wait for them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kernelkit import KitError
-from kernelkit.gpulock import EXCLUSIVE, SHARED, GpuWork, LockSettings, gpu_work
-from kernelkit.jobstart import process_started_unix_s
-from kernelkit.membership import leavers_path, members_path
+from kernelkit.gpulock import GpuWork, LockSettings, gpu_work
 
 
 def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
@@ -30,29 +28,30 @@ def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
     raise KitError("the GPU has neither a readable UUID (NVML) nor a PCI bus id, so it cannot be locked")
 
 
-# The job this process runs now, when it is not the job's own process (kernelkit.worker): when the
-# job's process started, and which worker ran it.
-_job_started_unix_s: float | None = None
-_worker: dict[str, Any] | None = None
-
-
-@contextlib.contextmanager
-def started_at(started_unix_s: float, worker: dict[str, Any]) -> Iterator[None]:
-    """Clocks made in the body count from `started_unix_s` (the job's own process start) and name `worker`."""
-    global _job_started_unix_s, _worker
-    _job_started_unix_s, _worker = started_unix_s, worker
+def process_started_unix_s() -> float | None:
+    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
+    A job's cost is mostly start-up and imports, which a clock started in Python would miss."""
     try:
-        yield
-    finally:
-        _job_started_unix_s, _worker = None, None
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime_s = float(handle.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return time.time() - (uptime_s - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def this_process() -> dict[str, Any]:
+    """Which process wrote a record: its pid and start, which no later process shares."""
+    started = process_started_unix_s()
+    return {"pid": os.getpid(), "started_unix_s": None if started is None else round(started, 3)}
 
 
 class JobClock:
-    """A job's whole wall time (from process start) and its lock waits over every stretch of GPU work."""
+    """A job's whole wall time (from process start), its wait for the GPU and where its seconds went."""
 
     def __init__(self) -> None:
-        self.started_unix_s = _job_started_unix_s or process_started_unix_s() or time.time()
-        self.worker = _worker
+        self.started_unix_s = process_started_unix_s() or time.time()
         self.stretches: list[GpuWork] = []
         self.phases_s: dict[str, float] = {}
 
@@ -77,16 +76,11 @@ class JobClock:
             "ended_unix_s": ended,
             "wall_s": round(ended - self.started_unix_s, 6),
             "lock_waited_s": round(sum(w.waited_s for w in self.stretches), 6),
-            # An upgrade lies within its shared stretch, less its wait, when nothing was held.
-            "lock_held_s": round(sum(w.held_s for w in self.stretches if not (w.nested or w.upgraded))
-                                 - sum(w.waited_s for w in self.stretches if w.upgraded), 6),
-            "exclusive_held_s": round(sum(w.held_s for w in self.stretches
-                                          if w.mode == EXCLUSIVE and not w.nested), 6),
+            "lock_held_s": round(sum(w.held_s for w in self.stretches if not w.nested), 6),
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
             "phases_s": dict(self.phases_s),
-            # The long-lived process that ran this job (kernelkit.worker), or None: its own process.
-            "worker": self.worker,
+            "process": this_process(),
         }
 
 
@@ -150,46 +144,30 @@ class Stretch:
 
 
 @contextlib.contextmanager
-def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
-               until_exit: bool = False) -> Iterator[GpuWork]:
-    """The hook for GPU work that is not timed (the CUDA context, modules, uploads, correctness
-    launches): beside other such work, never beside a timing. See `gpu_work`."""
-    with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit, SHARED) as work:
+def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[GpuWork]:
+    """Hold the GPU for untimed work (the CUDA context, modules, uploads, correctness launches):
+    the same one lock as a timing, so nothing of the kit's ever runs beside a timing."""
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
         clock.add(work)
         yield work
 
 
-def share_until_exit(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> None:
-    """Share the GPU again until this process ends, for a process whose child processes used it
-    meanwhile (it could not hold it then without making them wait): its CUDA context is destroyed
-    at the end, which must not overlap a timing.
-
-    Not in a worker (kernelkit.worker): its context outlives the job, and the worker frees the
-    job's memory holding the GPU shared itself. Waiting here only queued the job behind every
-    timing already waiting for the GPU: rmsnorm's `barrier` control, which every rmsnorm timing
-    waits for, spent 5.5 of its 14.6 s so on two H200s (h200-w2x2c)."""
-    if _worker is not None:
-        return
-    with shared_gpu(nvml, pci_bus_id, settings, clock, until_exit=True):
-        pass
-
-
 @contextlib.contextmanager
-def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock,
-                  until_exit: bool = False) -> Iterator[Exclusive]:
-    """The hook a GPU stage wraps its work in: lock this GPU, then look at who else computes on it.
+def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[Exclusive]:
+    """Hold the GPU, then look at who else computes on it.
 
     The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
     the kit's own trailing work is never foreign; the utilisation is read before any launch.
+    Every kit process takes the lock before it creates a context, so any other process with a
+    context on this GPU is not the kit's.
     """
     from kernelkit import foreign, quiet_gpu
 
-    with gpu_work(gpu_key(nvml, pci_bus_id), settings, until_exit) as work:
+    with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
         clock.add(work)
-        membership = members_path(Path(work.lock_path))
-        members = (lambda: foreign.kit_members(membership, leavers_path(membership))) if work.enabled else None
         watcher = foreign.ProcessWatcher(nvml, kit_pids=foreign.previous_holder_pids(work.previous_holder),
-                                         since_unix_s=work.acquired_unix_s, members=members)
+                                         since_unix_s=work.acquired_unix_s or time.time(),
+                                         members=(lambda: set()) if work.enabled else None)
         busy_before = foreign.device_util(nvml)
         idle_wait = (quiet_gpu.wait_for_idle(watcher, settings.idle_timeout_s, settings.idle_poll_s)
                      if settings.wait_for_idle else None)

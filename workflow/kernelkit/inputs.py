@@ -7,10 +7,8 @@ Each pattern is chosen to expose a different class of bug: `normal` the ordinary
 
 from __future__ import annotations
 
-import hashlib
 import os
 import zlib
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -66,47 +64,24 @@ def pattern_array(pattern: str, shape: tuple[int, ...], rng: np.random.Generator
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
-class KeptInputs:
-    """Timing inputs a long-lived process (kernelkit.worker) keeps for its next jobs, up to a
-    number of bytes, least recently used out first. Why: every layout and repeat of a
-    kernel/shape times the same arrays, and making them took 0.57 s per timing job on average
-    (H200 full default run, 2026-11-30), more than the job's GPU work. Kept arrays are read-only,
-    and keyed by the kernel folder's spec.py as well, so an edited spec makes new ones."""
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self.arrays: OrderedDict[tuple[str, ...], dict[str, np.ndarray]] = OrderedDict()
-
-    def get(self, spec: Any, shape_text: str) -> dict[str, np.ndarray]:
-        key = (str(spec.folder), hashlib.sha256((spec.folder / "spec.py").read_bytes()).hexdigest(), shape_text,
-               spec.timing_pattern)
-        if key in self.arrays:
-            self.arrays.move_to_end(key)
-            return self.arrays[key]
-        arrays = _made_inputs(spec, shape_text)
-        for array in arrays.values():
-            array.setflags(write=False)
-        size = sum(array.nbytes for array in arrays.values())
-        while self.arrays and size + self.bytes() > self.limit_bytes:
-            self.arrays.popitem(last=False)
-        if size <= self.limit_bytes:
-            self.arrays[key] = arrays
-        return arrays
-
-    def bytes(self) -> int:
-        return sum(array.nbytes for arrays in self.arrays.values() for array in arrays.values())
-
-
-# Set by a worker process (kernelkit.worker); None in a process that runs one job.
-kept: KeptInputs | None = None
-
-
 def _made_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
     shape = spec.parse_shape(shape_text)
     return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
 
 
+# The last shape's inputs made in this process: a timing process times every layout of one shape.
+_last: tuple[tuple[str, str], dict[str, np.ndarray]] | None = None
+
+
 def timing_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
     """The timing pattern's host inputs for one shape of a kernel (a spec.KernelSpec): the same
-    arrays for every layout and process that times or spans it."""
-    return kept.get(spec, shape_text) if kept is not None else _made_inputs(spec, shape_text)
+    arrays for every layout and process that times or spans it, made once per process and shape
+    (read-only, so no layout can change what the next one gets)."""
+    global _last
+    key = (str(spec.folder), shape_text)
+    if _last is None or _last[0] != key:
+        arrays = _made_inputs(spec, shape_text)
+        for array in arrays.values():
+            array.setflags(write=False)
+        _last = (key, arrays)
+    return _last[1]

@@ -158,30 +158,42 @@ def canonical_hash(payload: Any) -> str:
 def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
 
-    Wall time is the latest job end less the earliest job start, so it covers every job that
-    wrote a record (start-up and imports included: a job's clock starts with its process).
-    Records written before jobs were timed have no "job" field; they are counted, not guessed.
+    One process may write several records (a timing job writes one per layout), each with the
+    job's clock as it stood then: a process counts once, with its latest clock. Wall time is the
+    latest job end less the earliest job start, so it covers every job that wrote a record
+    (start-up and imports included: a job's clock starts with its process). Records written
+    before jobs were timed have no "job" field; they are counted, not guessed.
     """
     from statistics import median
 
-    jobs = [record["job"] for record in records if isinstance(record.get("job"), dict)]
+    latest: dict[Any, dict[str, Any]] = {}
+    for index, record in enumerate(records):
+        job = record.get("job")
+        if not isinstance(job, dict):
+            continue
+        process = job.get("process") or {}
+        key = (process.get("pid"), process.get("started_unix_s")) if process.get("pid") else ("record", index)
+        if key not in latest or job.get("ended_unix_s", 0) >= latest[key].get("ended_unix_s", 0):
+            latest[key] = job
+    jobs = list(latest.values())
+    with_job = sum(1 for record in records if isinstance(record.get("job"), dict))
     if not jobs:
         return {"jobs": 0, "without_job_time": len(records), "wall_s": None, "lock_waited_s": None}
     ends = [job.get("ended_unix_s", job["started_unix_s"] + job["wall_s"]) for job in jobs]
     waits = [job["lock_waited_s"] for job in jobs]
     return {
         "jobs": len(jobs),
-        "without_job_time": len(records) - len(jobs),
+        "without_job_time": len(records) - with_job,
         "started_unix_s": min(job["started_unix_s"] for job in jobs),
         "ended_unix_s": max(ends),
         "wall_s": max(ends) - min(job["started_unix_s"] for job in jobs),
         "job_wall_s_total": sum(job["wall_s"] for job in jobs),
         "lock_waited_s": {"total": sum(waits), "median": median(waits), "max": max(waits)},
         "lock_held_s_total": sum(job["lock_held_s"] for job in jobs),
-        # Records from before the shared hold held the lock exclusively throughout.
-        "exclusive_held_s_total": sum(job.get("exclusive_held_s", job["lock_held_s"]) for job in jobs),
-        # Jobs run by long-lived worker processes (kernelkit.worker), and how many processes those were.
-        "worker_jobs": sum(1 for job in jobs if job.get("worker")),
-        "worker_processes": len({(job["worker"]["pid"], job["worker"]["started_unix_s"]) for job in jobs
-                                 if job.get("worker")}),
     }
+
+
+def printable(text: str) -> str:
+    """Text as a terminal may show it: control characters (ANSI escapes, newlines) written as
+    escapes, so a name from a file or a log can print no line or colour of its own choosing."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

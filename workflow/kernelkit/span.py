@@ -126,7 +126,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     host_inputs = timing_inputs(spec, args.shape)
     small = verify.small_reference(spec, shape, host_inputs)
     lock = settings.lock.with_dir(args.lock_dir)
-    with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
+    with gpujob.shared_gpu(nvml, bus_id, lock, clock):
         kernels = {layout: device.compile_layout(spec, layout) for layout in layouts}
         device.prepare_measurement()  # the span switches contexts like every kernel-time measurement
         buffers = device.upload(host_inputs)

@@ -1,4 +1,4 @@
-"""The timing stage: kernel time of one kernel / shape / layout / repeat, as one job (a worker process's or its own).
+"""The timing stage: kernel time of every layout of one kernel / shape / repeat, as one process.
 
 The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
 the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
@@ -9,6 +9,8 @@ did not pass on the same source (checks.require_checked).
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -19,6 +21,7 @@ from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.inputs import timing_inputs
 from kernelkit.kernel_time import GraphReplayMethod, HostLead, L2Flush, kernel_time_samples
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
+from kernelkit.plan import layout_order
 from kernelkit.shape_bounds import check_fits
 
 # The keys of the config each timed target depends on; `repeats`, `order_seed` and `cache` shape
@@ -64,35 +67,38 @@ def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict
     }
 
 
-def cmd_time(args: argparse.Namespace) -> int:
+def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any) -> None:
+    """Time one layout of the job's kernel/shape and write its record (`--output-dir`/<layout>/rep<N>.json)."""
     from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
-    clock = gpujob.JobClock()
     settings = TimingSettings.from_json(args.settings)
     method = settings.method
     spec = specs.load(args.kernel)
-    layout = spec.layout(args.layout)
+    layout = spec.layout(layout_name)
     shape = spec.parse_shape(args.shape)
+    output = os.path.join(args.output_dir, layout_name, f"rep{args.repeat}.json")
     identity = {
         "kernel": spec.name,
         "shape": args.shape,
         "dims": dict(zip(spec.dims, shape)),
-        "layout": args.layout,
+        "layout": layout_name,
         "layout_parameters": dict(layout),
         "repeat": args.repeat,
-        # Within a repeat, targets run in ascending order key (see kernelkit.config.order_key).
-        "order": {"seed": args.order_seed, "key": args.order_key},
+        # One process timed these layouts of this kernel/shape/repeat in this seeded order.
+        # `key` orders the records of a repeat as they ran: the job's key in the plan, then the place.
+        "order": {"seed": args.order_seed, "key": args.order_key * 64 + order.index(layout_name),
+                  "layouts": order, "position": order.index(layout_name)},
         # Only when above 1, so that runs with one placement compare equal to files written before the option.
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
-    skipped = checks.require_checked(spec, args.layout, args.correctness, args.controls,
-                                     tools.record_for(args.sanitizer, args.layout))
+    skipped = checks.require_checked(spec, layout_name, correctness_file(args.correctness, layout_name), args.controls,
+                                     tools.record_for(args.sanitizer, layout_name))
     if skipped:
-        write_record(args.output, {**identity, "skipped": skipped, "job": clock.describe()})
-        print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat}: skipped ({skipped})")
-        return 0
+        write_record(output, {**identity, "skipped": skipped, "job": clock.describe()})
+        print(f"{spec.name} {args.shape} {layout_name} rep{args.repeat}: skipped ({skipped})")
+        return
 
     # Before the lock, the CPU's share: imports, NVML's handle, host inputs. Nothing here creates
     # the CUDA context (device queries do not), which is GPU work (see kernelkit.gpulock).
@@ -106,8 +112,8 @@ def cmd_time(args: argparse.Namespace) -> int:
         if isinstance(memory, int):
             check_fits(spec, shape, memory, copies=settings.placements)
     with clock.phase("import_library"):
-        if spec.is_baseline(args.layout):
-            device.compile_layout(spec, args.layout)  # imports the baseline's package; nothing to compile
+        if spec.is_baseline(layout_name):
+            device.compile_layout(spec, layout_name)  # imports the baseline's package; nothing to compile
     with clock.phase("host_inputs"):
         host_inputs = timing_inputs(spec, args.shape)
         small = verify.small_reference(spec, shape, host_inputs)
@@ -121,7 +127,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
-        implementation = device.implementation(spec, args.layout, shape, buffers, out, kernel=kernel)
+        implementation = device.implementation(spec, layout_name, shape, buffers, out, kernel=kernel)
         cp.cuda.Device().synchronize()
         return implementation, buffers, {"index": index, "pad_bytes": sum(p.nbytes for p in pads),
                                          "addresses": device.addresses({**buffers, "out": out})}
@@ -152,11 +158,11 @@ def cmd_time(args: argparse.Namespace) -> int:
         return taken
 
     lock = settings.lock.with_dir(args.lock_dir)
-    with gpujob.shared_gpu(nvml, bus_id, lock, clock, until_exit=True):
+    with gpujob.shared_gpu(nvml, bus_id, lock, clock):
         with clock.phase("load_modules"):
             # The context is created here, and modules are loaded (the layout's correctness job
             # left its binary in CuPy's disk cache, so NVRTC does not run again).
-            kernel = device.compile_layout(spec, args.layout)
+            kernel = device.compile_layout(spec, layout_name)
             device.prepare_measurement(method.context_switch)
             comparer = verify.DeviceComparer()
             lead = HostLead(method.host_lead_us)
@@ -167,7 +173,7 @@ def cmd_time(args: argparse.Namespace) -> int:
             reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
             cp.cuda.Device().synchronize()
         with clock.phase("verify_call_and_compare"):
-            verified = verify.verify_timed_output(spec, args.layout, args.shape, implementation, reference, comparer)
+            verified = verify.verify_timed_output(spec, layout_name, args.shape, implementation, reference, comparer)
             del reference, buffers
             cp.get_default_memory_pool().free_all_blocks()  # later allocations land as they would without this check
         flush = L2Flush() if args.cache == "cold" else None
@@ -190,7 +196,7 @@ def cmd_time(args: argparse.Namespace) -> int:
         used["flush"] = flush.describe()
 
     write_record(
-        args.output,
+        output,
         {
             **identity,
             **environment.card(),
@@ -213,31 +219,55 @@ def cmd_time(args: argparse.Namespace) -> int:
             "job": clock.describe(),
         },
     )
-    print(f"{spec.name} {args.shape} {args.layout} rep{args.repeat} ({args.cache} cache): median "
+    print(f"{spec.name} {args.shape} {layout_name} rep{args.repeat} ({args.cache} cache): median "
           f"{summarize(samples).median:.3f} us over {len(samples)} samples ({used['name']}, "
           f"{used['launches_per_sample']} calls per sample); {len(stretch.trace)} clock readings, "
           f"{len(sampler.disturbed(tags))} samples disturbed"
           + (f"; taken again {len(gpu.retimed)}x after foreign work" if gpu.retimed else ""))
+
+
+def correctness_file(files: Sequence[str], layout: str) -> str:
+    """The correctness record of `layout` among those given (named <layout>.json)."""
+    from kernelkit import KitError
+
+    named = [name for name in files if os.path.basename(name) == f"{layout}.json"]
+    if not named:
+        raise KitError(f"no correctness record of layout '{layout}' was given; nothing will be timed")
+    return named[0]
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    """Every named layout of one kernel/shape/repeat, in one process, in the seeded order."""
+    from kernelkit import gpujob
+
+    clock = gpujob.JobClock()
+    order = layout_order(args.order_seed, args.kernel, args.shape, args.repeat, args.cache, args.layout)
+    for layout in order:
+        time_layout(args, layout, order, clock)
+        if "cupy" in sys.modules:  # the next layout starts from an empty memory pool, as its own process would
+            sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
     return 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "time", help="kernel time of one kernel/shape/layout (CUDA-graph replay, else back-to-back events)")
+        "time", help="kernel time of layouts of one kernel/shape, in one process, in a seeded order "
+                     "(CUDA-graph replay, else back-to-back events)")
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
     p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
-    p.add_argument("--layout", required=True, help="one layout of the kernel")
-    p.add_argument("--correctness", required=True, help="the layout's correctness record from this run")
+    p.add_argument("--layout", action="append", required=True, help="a layout of the kernel, repeatable")
+    p.add_argument("--correctness", nargs="+", required=True,
+                   help="the layouts' correctness records from this run (<layout>.json)")
     p.add_argument("--controls", nargs="*", default=[], help="the kernel's negative-control records from this run")
     p.add_argument("--sanitizer", nargs="*", default=[],
                    help="the kernel's sanitizer record from this run, covering the layout (none: races were not checked)")
-    p.add_argument("--output", required=True, help="where to write the timing record (JSON)")
+    p.add_argument("--output-dir", required=True, help="where to write each layout's record, <layout>/rep<N>.json")
     kit_config.add_settings_argument(p, TimingSettings.SECTIONS)
     add_lock_argument(p)
     p.add_argument("--repeat", type=int, required=True, help="which repeat of the run this process is (from 1)")
-    p.add_argument("--order-seed", type=int, required=True, help="timing.order_seed, recorded with the order key")
+    p.add_argument("--order-seed", type=int, required=True, help="timing.order_seed: seeds the order of the layouts")
     p.add_argument("--order-key", type=int, required=True,
-                   help="this target's key in the seeded order of its repeat (kernelkit.config.order_key)")
+                   help="this job's key in the seeded order of its repeat (kernelkit.plan.order_key)")
     p.add_argument("--cache", choices=("warm", "cold"), required=True,
                    help="cold: evict L2 before every sample, which is then a single call")
     p.set_defaults(func=cmd_time)

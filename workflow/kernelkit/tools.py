@@ -2,8 +2,9 @@
 Nsight Compute counters for one warmed call of a timed configuration.
 
 Each runs a child process under the tool, so what is checked or counted is exactly what the
-workflow runs: compute-sanitizer a launch plan of the very binaries the timing loads
-(kernelkit.launch_plan, run by kernelkit.driver_launch), Nsight Compute the kit's own command line.
+workflow runs: compute-sanitizer the kit's own `kernelkit correctness --sanitizer-cases` over the
+very builds the timing loads, Nsight Compute the kit's own `profile-call`. The parent holds the
+GPU lock while its child runs, and the child runs under that hold (kernelkit.gpulock).
 A missing tool, a device it does not support or a refusal (no access to performance counters) is
 recorded as skipped with the tool's own words; parsing the tools' output is plain text work,
 tested on the CPU.
@@ -26,8 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from kernelkit import KitError, environment, spec as specs, standby
-from kernelkit.driver_launch import LAUNCHED
+from kernelkit import KitError, environment, spec as specs
 from kernelkit.records import write_record
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
@@ -73,112 +73,74 @@ def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
     return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
-def _child_lock(lock_dir: str | None) -> dict[str, Any]:
-    """The GPU lock a sanitizer child shares (kernelkit.driver_launch): this GPU's key and the lock
-    settings, the directory given or the default."""
-    from dataclasses import asdict
-
+def hold_gpu(lock: Any, clock: Any) -> None:
+    """Take this process's GPU lock (`lock`: gpulock.LockSettings) before starting children on the
+    GPU; it is kept until this process exits, and the children run under it
+    (kernelkit.gpulock.child_environment)."""
     from kernelkit import device, gpujob
-    from kernelkit.gpulock import LockSettings
 
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    return {"key": gpujob.gpu_key(environment.Nvml(bus_id), bus_id), "settings": asdict(LockSettings().with_dir(lock_dir))}
+    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock):
+        pass
 
 
-@contextlib.contextmanager
-def launch_plan(spec: Any, layouts: Sequence[str], mutation: str | None = None,
-                lock_dir: str | None = None) -> Iterator[tuple[Path, dict[str, str], dict[str, Any]]]:
-    """A temporary plan of the layouts' sanitizer cases (kernelkit.launch_plan), each layout's
-    binary SHA-256 and the GPU lock the child shares; the plan is deleted after the body."""
-    from kernelkit.launch_plan import write_plan
+def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control: str | None,
+              timeout_s: float) -> dict[str, Any]:
+    """One sanitizer tool over the layouts' sanitizer cases, in one `kernelkit correctness` child."""
+    from kernelkit.gpulock import child_environment
 
-    with tempfile.TemporaryDirectory(prefix="kernelkit-plan-") as folder:
-        plan = Path(folder)
-        lock = _child_lock(lock_dir)
-        shas = write_plan(spec, layouts, sanitizer_cases(spec), plan, mutation, lock)
-        yield plan, shas, lock
-
-
-def _run_tool(exe: str, tool: str, plan: Path, lock: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """One sanitizer tool over a launch plan in one child (kernelkit.driver_launch), which shares
-    the GPU lock itself: a child already waiting for a plan when there is one, else a new one."""
+    program = _kit("correctness", "--kernel", kernel, "--sanitizer-cases",
+                   *[part for layout in layouts for part in ("--layout", layout)],
+                   *(("--control", control) if control else ()))
     started = time.monotonic()
-    ran = standby.run_in_waiting_child(tool, exe, plan, lock, timeout_s)
-    if ran is None:
-        try:
-            done = subprocess.run([exe, "--tool", tool, *standby.TOOL_OPTIONS, *standby.child_program(plan)],
-                                  capture_output=True, text=True, timeout=timeout_s, env=standby.child_environment())
-            ran = {"exit_code": done.returncode, "output": done.stdout + done.stderr}
-        except subprocess.TimeoutExpired as error:
-            output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
-            ran = {"exit_code": None, "output": output}
-    output = ran["output"]
-    waited = {"waiting_child": ran["waiting_child"]} if "waiting_child" in ran else {}
-    if ran["exit_code"] is None:
-        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s",
-                **waited}
+    try:
+        done = subprocess.run([exe, "--tool", tool, *program], capture_output=True, text=True,
+                              timeout=timeout_s, env=child_environment())
+    except subprocess.TimeoutExpired as error:
+        output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
+    output = done.stdout + done.stderr
     errors = sanitizer_errors(output)
-    # The child's wall time from this job's side: for a new child, the tool's, Python's and the
-    # context's start included (a job's critical path); for a waiting one, from its claim.
-    return {"exit_code": ran["exit_code"], "errors": errors, "tail": _tail(output), "wall_s": round(time.monotonic() - started, 3),
-            "launches": sum(1 for line in output.splitlines() if line.startswith(LAUNCHED)),
-            "status": "ran" if errors is not None else "did not run to its summary", **waited}
-
-
-def _at_once(runs: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each named tool run (a callable) in a thread of its own, their children running side by side.
-    Why: each child spends most of its time starting the tool, Python and a context, and little on
-    the GPU (H200, one target from scratch: the `barrier` control's two racecheck children one after
-    the other were 6.7 of its 14.3 s). Each child shares the GPU lock itself, as it did one at a time."""
-    if len(runs) <= 1:
-        return {name: run() for name, run in runs.items()}
-    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
-        futures = {name: pool.submit(run) for name, run in runs.items()}
-        return {name: future.result() for name, future in futures.items()}
+    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
+            "wall_s": round(time.monotonic() - started, 3),
+            "status": "ran" if errors is not None else "did not run to its summary"}
 
 
 def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dict[str, Any]:
     """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped; `binaries`:
-    the SHA-256 of each layout's binary, the one its timing loads.
+    the SHA-256 of each layout's build, the one its timing loads.
 
-    All layouts run in one child per tool. Why: every child is a process with a CUDA context of
-    its own, and a host creates contexts one at a time (two H200s: one in 0.13 s, thirty at once
-    4.7-5.9 s each). Thirty children, one per layout and tool, took 12.4 s when started together;
-    twelve, one per kernel and tool over the same layouts, 5.3 s. When a tool finds something,
-    `by_layout` holds each layout's own run of both tools, which says which layouts it was.
+    All layouts run in one child per tool, one tool after the other: each child pays the tool's
+    start, Python's and a CUDA context, so one per layout would multiply that. When a tool finds
+    something, `by_layout` holds each layout's own run of both tools, which says which it was.
     """
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}
     spec = specs.load(kernel)
 
-    def both_tools(chosen: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
-        with launch_plan(spec, chosen) as (plan, shas, lock):
-            return {"tools": _at_once({tool: lambda tool=tool: _run_tool(exe, tool, plan, lock, timeout_s)
-                                       for tool in SANITIZER_TOOLS})}, shas
+    def both_tools(chosen: Sequence[str]) -> dict[str, Any]:
+        return {"tools": {tool: _run_tool(exe, tool, kernel, chosen, None, timeout_s) for tool in SANITIZER_TOOLS}}
 
-    record, shas = both_tools(layouts)
+    record = both_tools(layouts)
     if findings(record) and len(layouts) > 1:
-        record["by_layout"] = {layout: both_tools([layout])[0] for layout in layouts}
-    return {**record, "binaries": shas}
+        record["by_layout"] = {layout: both_tools([layout]) for layout in layouts}
+    from kernelkit import binaries, device
+
+    built = {layout: device.compile_binary(spec.source_text(), binaries.build_options(spec.compile_options_of(layout)))
+             for layout in layouts}
+    return {**record, "binaries": {layout: binary.sha256 for layout, binary in built.items()}}
 
 
-def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900,
-                      lock_dir: str | None = None) -> dict[str, Any]:
-    """racecheck over a negative control's mutated build of the layouts, one after the other in one
-    child: `layouts`, and `hazards` (errors + warnings) for them all, or `skipped`.
-
-    One child, not one per layout. Why: each child pays the tool's and Python's start and a CUDA
-    context, which a host creates one at a time. On an H200 (2026-12-01) rmsnorm's `barrier`
-    mutation took 2.06-2.11 s under racecheck for one layout, 2.09 s for its three layouts in one
-    child, and 2.63 s as three children at once (children that imported CuPy). The control needs
-    to know that racecheck sees the race, not in which layout (the sanitizer job says that for
-    the unmutated layouts)."""
+def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900) -> dict[str, Any]:
+    """racecheck over a negative control's mutated build of the layouts, in one child: `layouts`,
+    and `hazards` (errors + warnings) for them all, or `skipped`. The control needs to know that
+    racecheck sees the race, not in which layout (the sanitizer job says that for the unmutated
+    layouts)."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
-    with launch_plan(specs.load(kernel), layouts, control, lock_dir) as (plan, _, lock):
-        result = _run_tool(exe, "racecheck", plan, lock, timeout_s)
+    result = _run_tool(exe, "racecheck", kernel, layouts, control, timeout_s)
     return {"layouts": layouts, **result, "hazards": result["errors"]}
 
 
@@ -284,8 +246,7 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
     ncu_arguments = ["--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "details",
                      "--metrics", ",".join(NCU_METRICS)]
     program = _kit("profile-call", "--kernel", kernel, "--shape", shape, "--layout", layout)
-    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s,
-                          env=standby.child_environment())
+    done = subprocess.run([exe, *ncu_arguments, *program], capture_output=True, text=True, timeout=timeout_s)
     output = done.stdout + done.stderr
     launches = ncu_metrics(done.stdout)
     if not launches:
@@ -298,12 +259,16 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
 def cmd_sanitize(args: argparse.Namespace) -> int:
     from kernelkit import gpujob
 
-    clock = gpujob.JobClock()  # its children take the GPU lock themselves; the record keeps the job's wall time
+    clock = gpujob.JobClock()
     spec = specs.load(args.kernel)
     for layout in args.layout:
         spec.layout(layout)
         if spec.is_baseline(layout):
             raise KitError(f"the sanitizer checks hand-written kernels; '{layout}' is a library baseline")
+    if shutil.which("compute-sanitizer"):
+        from kernelkit.gpulock import LockSettings
+
+        hold_gpu(LockSettings().with_dir(args.lock_dir), clock)  # the children run under this process's hold
     cases = [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(spec)]
     with clock.phase("tools"):
         checked = sanitize(spec.name, args.layout)
@@ -391,4 +356,8 @@ def register(subparsers: Any) -> None:
                            help="a hand-written layout of the kernel, repeatable: all of them run in one child per tool")
         if output:
             p.add_argument("--output", required=True, help=f"where to write {output} (JSON)")
+        if command == "sanitize":
+            from kernelkit.gpulock import add_arguments as add_lock_argument
+
+            add_lock_argument(p)
         p.set_defaults(func=func)

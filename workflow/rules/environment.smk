@@ -30,7 +30,7 @@ rule environment:
         gpu=1,
         **card_resources(),
     params:
-        pin=pin,
+        pin=pin(),
     shell:
         "{params.pin}python -m kernelkit environment --config {input} --output {output} > {log} 2>&1"
 
@@ -51,7 +51,7 @@ rule ceiling:
         gpu=1,
         **card_resources(),
     params:
-        pin=pin,
+        pin=pin(),
         settings=CEILING_SETTINGS,
     shell:
         "{params.pin}python -m kernelkit ceiling --kind {wildcards.ceiling} --settings {params.settings:q}"

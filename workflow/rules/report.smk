@@ -1,6 +1,6 @@
 rule summary:
     input:
-        timing_files() + timing_files(cache="cold"),
+        PLAN.timing_files() + PLAN.timing_files(cache="cold"),
     output:
         report(
             paths.SUMMARY,
@@ -11,15 +11,13 @@ rule summary:
         paths.log(paths.SUMMARY),
     conda:
         "../../envs/kernelkit.yaml"
-    params:
-        pin=pool_pin,
     shell:
-        "{params.pin}python -m kernelkit summary --output {output} {input} > {log} 2>&1"
+        "python -m kernelkit summary --output {output} {input} > {log} 2>&1"
 
 
 rule figure:
     input:
-        figure_inputs,
+        lambda wildcards: PLAN.timing_files(checked_kernel(wildcards), PLAN.caches[0]),
     output:
         report(
             paths.FIGURE,
@@ -35,15 +33,13 @@ rule figure:
         kernel=r"(?!clocks\.svg)[A-Za-z0-9_]+",
     conda:
         "../../envs/kernelkit.yaml"
-    params:
-        pin=pool_pin,
     shell:
-        "{params.pin}python -m kernelkit figure --kernel {wildcards.kernel} --output {output} {input} > {log} 2>&1"
+        "python -m kernelkit figure --kernel {wildcards.kernel} --output {output} {input} > {log} 2>&1"
 
 
 rule clock_figure:
     input:
-        timing_files() + timing_files(cache="cold"),
+        PLAN.timing_files() + PLAN.timing_files(cache="cold"),
     output:
         report(
             paths.CLOCK_FIGURE,
@@ -54,24 +50,20 @@ rule clock_figure:
         paths.log(paths.CLOCK_FIGURE, "figures/clocks"),
     conda:
         "../../envs/kernelkit.yaml"
-    params:
-        pin=pool_pin,
     shell:
-        "{params.pin}python -m kernelkit clock-figure --output {output} {input} > {log} 2>&1"
+        "python -m kernelkit clock-figure --output {output} {input} > {log} 2>&1"
 
 
 rule report:
     input:
         config=paths.CONFIG,
         environment=paths.ENVIRONMENT,
-        correctness=[correctness_files(kernel) for kernel in KERNELS],
-        controls=[control_files(kernel) for kernel in KERNELS],
-        timing=timing_files(),
-        cold=timing_files(cache="cold"),
-        span=span_files(),
-        ceilings=ceiling_files(),
-        sanitizer=sanitizer_files(),
-        profile=profile_files(),
+        checks=frozen([name for kernel in KERNELS for name in PLAN.correctness_files(kernel)
+                       + PLAN.control_files(kernel) + PLAN.sanitizer_files(kernel)]),
+        timing=PLAN.timing_files() + PLAN.timing_files(cache="cold"),
+        span=PLAN.span_files(),
+        ceilings=PLAN.ceiling_files(),
+        profile=PLAN.profile_files(),
         summary=paths.SUMMARY,
         figures=expand(paths.FIGURE, run="{run}", kernel=KERNELS),
         clocks=paths.CLOCK_FIGURE,
@@ -91,8 +83,6 @@ rule report:
         paths.log(paths.REPORT_MARKDOWN, "report"),
     conda:
         "../../envs/kernelkit.yaml"
-    params:
-        pin=pool_pin,
     shell:
-        "{params.pin}python -m kernelkit report results/{wildcards.run} --figures reports/{wildcards.run}/figures"
+        "python -m kernelkit report results/{wildcards.run} --figures reports/{wildcards.run}/figures"
         " --markdown {output.markdown} --html {output.html} > {log} 2>&1"

@@ -1,80 +1,70 @@
-rule timing:
-    input:
-        unpack(timing_inputs),
-    output:
-        report(
-            paths.TIMING,
-            caption="../report/timing.rst",
-            category="Timing samples",
-            subcategory="{kernel}",
-            labels={
-                "shape": "{shape}",
-                "layout": "{layout}",
-                "repeat": "{n}",
-                "cache": "{view}",
-            },
-        ),
-    log:
-        paths.log(paths.TIMING),
-    priority: lambda wildcards: timed_target(wildcards).priority(REPEATS)
-    conda:
-        "../../envs/kernelkit.yaml"
-    resources:
-        gpu=1,
-        **card_resources(pooled=True),
-    params:
-        pin=pin,
-        settings=TIMING_SETTINGS,
-        order_seed=config["timing"]["order_seed"],
-        order_key=lambda wildcards: timed_target(wildcards).order_key,
-        cache=lambda wildcards: timed_target(wildcards).cache,
-    shell:
-        "{params.pin}python -m kernelkit time --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
-        " --repeat {wildcards.n} --order-seed {params.order_seed} --order-key {params.order_key}"
-        " --cache {params.cache} --settings {params.settings:q}"
-        " --correctness {input.correctness} --controls {input.controls} --sanitizer {input.sanitizer}"
-        " --output {output} > {log} 2>&1"
+# Timing: one process per kernel/shape/repeat/cache that times every layout in a seeded shuffled
+# order and writes each layout's own record, so each kernel/shape/layout/repeat is a target of
+# its own. A layout is timed only when its correctness, the kernel's negative controls and its
+# sanitizer record passed in this run (kernelkit.checks.require_checked); the records are inputs.
+for kernel in KERNELS:
+
+    rule:
+        name:
+            f"timing_{kernel}"
+        input:
+            **checks_of(kernel),
+        output:
+            [paths.TIMING.replace("{kernel}", kernel).replace("{layout}", name) for name in LAYOUTS[kernel]],
+        log:
+            paths.log(paths.TIMING).replace("{kernel}", kernel).replace("{layout}", "all"),
+        priority: lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).priority(REPEATS)
+        conda:
+            "../../envs/kernelkit.yaml"
+        resources:
+            gpu=1,
+            **card_resources(kernel),
+        params:
+            pin=pin(kernel),
+            layouts=" ".join(f"--layout {name}" for name in LAYOUTS[kernel]),
+            folder=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
+            order_key=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).order_key,
+            cache=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).cache,
+            settings=TIMING_SETTINGS,
+            order_seed=config["timing"]["order_seed"],
+            kernel=kernel,
+        shell:
+            "{params.pin}python -m kernelkit time --kernel {params.kernel} --shape {wildcards.shape} {params.layouts}"
+            " --repeat {wildcards.n} --order-seed {params.order_seed} --order-key {params.order_key}"
+            " --cache {params.cache} --settings {params.settings:q}"
+            " --correctness {input.correctness} --controls {input.controls} --sanitizer {input.sanitizer}"
+            " --output-dir {params.folder} > {log} 2>&1"
 
 
 rule span:
     input:
-        unpack(span_inputs),
+        unpack(lambda wildcards: checks_of(checked_kernel(wildcards))),
     output:
-        report(
-            paths.SPAN,
-            caption="../report/span.rst",
-            category="Span samples",
-            subcategory="{kernel}",
-            labels={"shape": "{shape}", "repeat": "{n}"},
-        ),
+        paths.SPAN,
     log:
         paths.log(paths.SPAN),
-    priority: span_priority
+    priority: lambda wildcards: PLAN.span_priority(checked_span(wildcards))
     conda:
         "../../envs/kernelkit.yaml"
     resources:
         gpu=1,
-        **card_resources(pooled=True),
+        **card_resources(),
     params:
-        pin=pin,
-        pairs=span_arguments,
+        pin=pin(),
+        pairs=lambda wildcards, input: " ".join(f"--layout {name} --correctness {path}"
+                                                for name, path in zip(LAYOUTS[wildcards.kernel], input.correctness)),
         settings=SPAN_SETTINGS,
     shell:
         "{params.pin}python -m kernelkit span --kernel {wildcards.kernel} --shape {wildcards.shape} {params.pairs}"
         " --controls {input.controls} --sanitizer {input.sanitizer} --repeat {wildcards.n}"
-        " --settings {params.settings:q}"
-        " --output {output} > {log} 2>&1"
+        " --settings {params.settings:q} --output {output} > {log} 2>&1"
 
 
 rule profile:
     input:
-        unpack(profile_inputs),
+        profile_inputs,
     output:
-        report(
-            paths.PROFILE,
-            caption="../report/tools.rst",
-            category="Optional tools",
-        ),
+        paths.PROFILE,
     log:
         paths.log(paths.PROFILE),
     conda:
@@ -83,7 +73,7 @@ rule profile:
         gpu=1,
         **card_resources(),
     params:
-        pin=pin,
+        pin=pin(),
     shell:
         "{params.pin}python -m kernelkit profile --kernel {wildcards.kernel} --shape {wildcards.shape} --layout {wildcards.layout}"
         " --output {output} > {log} 2>&1"

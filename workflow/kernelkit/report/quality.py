@@ -65,12 +65,8 @@ def run_time_paragraphs(run: Run) -> list[doc.Block]:
     wait = timed["lock_waited_s"]
     text = (f"{timed['jobs']} GPU jobs ran from the first start to the last end in {timed['wall_s']:.1f} s of wall "
             f"time ({timed['job_wall_s_total']:.1f} s of job time added up, so {timed['job_wall_s_total'] / timed['wall_s']:.1f} "
-            f"jobs at a time on average). They held the GPU lock {timed['lock_held_s_total']:.1f} s in all, "
-            f"{timed['exclusive_held_s_total']:.1f} s of it alone on the GPU, and waited "
+            f"jobs at a time on average). They held the GPU lock {timed['lock_held_s_total']:.1f} s in all and waited "
             f"for it {wait['total']:.1f} s in all (median {wait['median']:.2f} s, longest {wait['max']:.2f} s per job).")
-    if timed["worker_jobs"]:
-        text += (f" {timed['worker_jobs']} of the jobs ran in {timed['worker_processes']} long-lived worker "
-                 f"process{'es' if timed['worker_processes'] != 1 else ''}, the others in processes of their own.")
     if timed["without_job_time"]:
         text += f" {timed['without_job_time']} records carry no job clock and are not counted."
     text += checks_before_timing_sentence(run, timed["started_unix_s"])

@@ -36,18 +36,35 @@ def span_settings(run: Run) -> dict[str, Any] | None:
 
 
 def where_targets_ran(run: Run) -> str:
-    """The processes the timed targets ran in, from their job clocks (records.run_time): each its
-    own, or jobs of long-lived worker processes (kernelkit.worker), which keep imports, context and modules."""
-    counted = run_time(run.timings)
-    in_workers, workers = counted.get("worker_jobs", 0), counted.get("worker_processes", 0)
-    if not in_workers:
-        return "Each timed target ran in its own process"
-    processes = f"{workers} long-lived worker process{'es' if workers != 1 else ''}"
-    if in_workers == len(run.timings):
-        return (f"Each timed target ran as one job of {processes} (kernelkit.worker: imports, CUDA context and loaded "
-                "modules stay from job to job; device memory is returned after each)")
-    return (f"{in_workers} of the {len(run.timings)} timed targets ran as jobs of {processes} (kernelkit.worker), "
-            "the others each in its own process")
+    """Which processes timed what, read from the records' job clocks and orders, never assumed:
+    how many processes wrote the timing records, how many layouts each timed, and whether the
+    repeats of every configuration came from separate processes."""
+    processes: dict[Any, list[dict[str, Any]]] = {}
+    for index, record in enumerate(run.timings):
+        process = (record.get("job") or {}).get("process") or (record.get("job") or {}).get("worker") or {}
+        key = (process.get("pid"), process.get("started_unix_s")) if process.get("pid") else ("own", index)
+        processes.setdefault(key, []).append(record)
+    if not processes:
+        return "No timed target ran"
+    per = sorted(len(records) for records in processes.values())
+    spread = f"{per[0]}" if per[0] == per[-1] else f"{per[0]} to {per[-1]}"
+    text = (f"{len(run.timings)} timing records came from {len(processes)} processes, each timing {spread} "
+            f"layout{'s' if per[-1] != 1 else ''}")
+    ordered = [r for r in run.timings if isinstance(r.get("order"), dict) and "layouts" in r["order"]]
+    if ordered:
+        text += " of one kernel/shape/repeat in a seeded shuffled order (each record names the order and its place in it)"
+    configurations: dict[Any, set[Any]] = {}
+    for key, records in processes.items():
+        for record in records:
+            configurations.setdefault((record.get("kernel"), record.get("shape"), record.get("layout")), set()).add(key)
+    repeats = {config: {r.get("repeat") for r in run.timings
+                        if (r.get("kernel"), r.get("shape"), r.get("layout")) == config} for config in configurations}
+    shared = sum(1 for config, keys in configurations.items() if len(keys) < len(repeats[config]))
+    if shared:
+        text += f"; in {shared} of {len(configurations)} configurations, repeats shared a process"
+    else:
+        text += f"; every repeat of each of the {len(configurations)} configurations ran in a process of its own"
+    return text
 
 
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:

@@ -1,0 +1,58 @@
+"""What the workflow checks once its jobs are planned, before the first starts, and says after a
+failure: plain functions of Snakemake's job objects, so that common.smk stays a plan."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Iterable
+
+from kernelkit import records
+
+
+def gpu_jobs(jobs: Iterable[Any]) -> list[Any]:
+    """The planned jobs that declare the GPU (every GPU rule asks for gpu=1)."""
+    return [job for job in jobs if dict(job.resources).get("gpu", 0)]
+
+
+def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
+    """The sentence that stops the run before any job starts, or None; then abandoned temporary
+    files of interrupted writes in the run folder are removed.
+
+    A committed run is evidence: a GPU job in it (a new measurement) is refused unless the command
+    says overwrite; its summary and reports, computed from its records, still build. Without a
+    usable GPU, GPU jobs are refused here with the kit's sentence instead of failing one by one.
+    Jobs that run elsewhere (an executor such as SLURM) are not asked about this machine's GPU."""
+    measuring = gpu_jobs(jobs)
+    if measuring and frozen:
+        return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "
+                f"{len(measuring)} GPU job{'s' if len(measuring) != 1 else ''} in it (first: {measuring[0].output[0]}); "
+                "name a new run with --config run=NAME, or add --config overwrite=True to replace its evidence")
+    if measuring and local:
+        from kernelkit import device
+
+        problem = device.gpu_problem()
+        if problem:
+            return f"{problem} ({len(measuring)} planned jobs need the GPU)"
+    for removed in records.remove_abandoned_temps(run_dir):
+        print(f"kernelkit: removed {removed}, left by an interrupted write", file=sys.stderr)
+    return None
+
+
+def failure_lines(failed: Iterable[Any]) -> list[str]:
+    """Each failed job's own sentence, the last line of its log, so that the reason is on screen and
+    not only in results/{run}/logs/ (a kernelkit command ends its log with one sentence). A failed
+    group job (an allocation under SLURM) stands for the jobs in it that left an output missing."""
+    lines = []
+    jobs = [inner for job in failed for inner in getattr(job, "jobs", [job])
+            if inner is job or not all(os.path.exists(name) for name in inner.output)]
+    for job in sorted(jobs, key=lambda job: str(job.log)):
+        for name in job.log:
+            try:
+                with open(name, encoding="utf-8", errors="replace") as handle:
+                    text = [line.strip() for line in handle if line.strip()]
+            except OSError:
+                continue
+            if text:
+                lines.append(f"kernelkit: {job.rule.name} failed ({name}): {records.printable(text[-1])}")
+    return lines

@@ -1,0 +1,173 @@
+"""The target plan of a run: which records it makes, which job makes each, and in what order.
+
+Plain Python on a validated config, so that the workflow (workflow/rules/common.smk) only asks it
+and the tests can check it without Snakemake. The job shapes:
+
+- per kernel, one correctness job (every layout, a record each), one negative-control job (every
+  control, a record each) and one sanitizer job (its hand-written layouts, one record);
+- per kernel/shape/repeat/cache, one timing job that times every layout in a seeded shuffled
+  order (kernelkit.timing.layout_order) and writes each layout's own record, so each
+  kernel/shape/layout/repeat stays its own target; repeats are always separate jobs;
+- per kernel/shape/repeat, one span job.
+
+Why these shapes: a job is a process, and a process pays Python, CuPy, a CUDA context and, for a
+library layout, Torch's import (4-6 s on the H200's host) before its first launch. One process per
+layout and repeat paid that 370 times for the default config; these shapes pay it 87 times and
+still keep every repeat in a process of its own, which the diff's statistics rest on.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from kernelkit import config as kit_config
+from kernelkit import layout as paths
+from kernelkit import sweeps
+
+# Snakemake priorities (only jobs that are ready together are ordered by them): the environment
+# first, so that a machine without a GPU fails there; the ceilings next, on a GPU as cold as the
+# run's start; every check before any timing; then the timing jobs repeat by repeat in a seeded
+# order, each repeat's spans after its timings.
+ENVIRONMENT_PRIORITY = 2**40
+CEILING_PRIORITY = 2**39
+CHECK_PRIORITY = 2**38
+REPEAT_STEP = 2**32
+
+
+def order_key(seed: int, repeat: int, kernel: str, shape: str, cache: str = "warm") -> int:
+    """A seeded pseudo-random key of one timing job; within a repeat, jobs run in ascending key.
+    A key per job (not a shuffled list) keeps each job's place when others are added, and gives
+    every repeat its own order, so that drift lands on different kernels in different repeats."""
+    return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{cache}".encode())
+
+
+def layout_order(seed: int, kernel: str, shape: str, repeat: int, cache: str, layouts: list[str]) -> list[str]:
+    """The order in which one timing job times its layouts: seeded, different in every repeat."""
+    order = list(layouts)
+    random.Random(f"{seed}/{repeat}/{kernel}/{shape}/{cache}").shuffle(order)
+    return order
+
+
+@dataclass(frozen=True)
+class TimingJob:
+    kernel: str
+    shape: str
+    repeat: int
+    cache: str
+    order_key: int
+
+    def priority(self, repeats: int) -> int:
+        """Every job of repeat r before any of repeat r+1, then by order key."""
+        return (repeats - self.repeat + 1) * REPEAT_STEP + (REPEAT_STEP // 2 - 1 - (self.order_key >> 1))
+
+
+class Plan:
+    """Every record of one run, from its validated config and the kernels' specs (name -> KernelSpec)."""
+
+    def __init__(self, config: Mapping[str, Any], specs: Mapping[str, Any]) -> None:
+        self.config = config
+        self.run = config["run"]
+        self.kernels = list(config["kernels"])
+        self.specs = specs
+        self.repeats = config["timing"]["repeats"]
+        self.seed = config["timing"]["order_seed"]
+        self.caches = kit_config.caches(dict(config))
+        self.layouts = {k: kit_config.kernel_layouts(config, k) for k in self.kernels}
+        self.span_kernels = kit_config.span_kernels(dict(config))
+        self.span_repeats = kit_config.span_repeats(dict(config))
+
+    def shapes(self, kernel: str) -> list[str]:
+        return list(self.config["kernels"][kernel]["shapes"])
+
+    def hand_written(self, kernel: str) -> list[str]:
+        """The configured layouts with a CUDA source: what the sanitizer checks."""
+        return [name for name in self.layouts[kernel] if not self.specs[kernel].is_baseline(name)]
+
+    def control_layouts(self, kernel: str) -> list[str]:
+        """What negative controls build: every hand-written layout of the spec (a control aimed at
+        one layout must be caught even when only another is configured) and one point per sweep."""
+        return sweeps.control_layouts(self.specs[kernel], self.config["kernels"][kernel])
+
+    def controls(self, kernel: str) -> list[str]:
+        return list(self.specs[kernel].mutations)
+
+    def path(self, template: str, **parts: Any) -> str:
+        return paths.path(template, run=self.run, **parts)
+
+    # --- records -------------------------------------------------------------------------------
+    def correctness_files(self, kernel: str) -> list[str]:
+        return [self.path(paths.CORRECTNESS, kernel=kernel, layout=name) for name in self.layouts[kernel]]
+
+    def control_files(self, kernel: str) -> list[str]:
+        return [self.path(paths.CONTROL, kernel=kernel, control=name) for name in self.controls(kernel)]
+
+    def sanitizer_files(self, kernel: str) -> list[str]:
+        """The kernel's one sanitizer record, when `sanitize` is on and it has a hand-written layout."""
+        if not self.config.get("sanitize", True) or not self.hand_written(kernel):
+            return []
+        return [self.path(paths.SANITIZER, kernel=kernel)]
+
+    def timing_job_files(self, job: TimingJob) -> list[str]:
+        return [self.path(paths.TIMING, view=paths.timing_view(job.cache), kernel=job.kernel, shape=job.shape,
+                          layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
+
+    def timing_jobs(self) -> list[TimingJob]:
+        """Every timing job in the order the workflow runs them: repeats in turn, each shuffled."""
+        jobs = []
+        for repeat in range(1, self.repeats + 1):
+            jobs += sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))
+                            for k in self.kernels for s in self.shapes(k) for c in self.caches),
+                           key=lambda job: job.order_key)
+        return jobs
+
+    def timing_files(self, kernel: str | None = None, cache: str = "warm") -> list[str]:
+        return [name for job in self.timing_jobs() if kernel in (None, job.kernel) and job.cache == cache
+                for name in self.timing_job_files(job)]
+
+    def timed_targets(self, cache: str = "warm") -> list[tuple[str, str, str, int]]:
+        """(kernel, shape, layout, repeat) of every timed layout, in the order they are timed."""
+        return [(job.kernel, job.shape, name, job.repeat) for job in self.timing_jobs() if job.cache == cache
+                for name in layout_order(self.seed, job.kernel, job.shape, job.repeat, job.cache,
+                                         self.layouts[job.kernel])]
+
+    def span_priority(self, repeat: int) -> int:
+        """After every timing job of the same repeat, before any of the next."""
+        return (self.repeats - repeat) * REPEAT_STEP + REPEAT_STEP // 2
+
+    def span_files(self, kernel: str | None = None) -> list[str]:
+        return [self.path(paths.SPAN, kernel=name, shape=shape, n=repeat)
+                for name in self.span_kernels if kernel in (None, name)
+                for shape in self.shapes(name) for repeat in range(1, self.span_repeats + 1)]
+
+    def ceiling_kinds(self) -> list[str]:
+        from kernelkit.ceilings import KINDS
+
+        return [kind for kind in KINDS if kind != "l2" or self.config["ceilings"]["l2"]]
+
+    def ceiling_files(self) -> list[str]:
+        return [self.path(paths.CEILING, ceiling=kind) for kind in self.ceiling_kinds()]
+
+    def card_record_files(self, gpus: list[int] | None) -> list[str]:
+        """Environment and ceilings of every card after the first (the first's are the run's own)."""
+        return [self.path(template, gpu=gpu, ceiling=kind) for gpu in (gpus or [])[1:]
+                for template, kind in [(paths.CARD_ENVIRONMENT, None)]
+                + [(paths.CARD_CEILING, kind) for kind in self.ceiling_kinds()]]
+
+    def profile_files(self) -> list[str]:
+        if not self.config.get("profile"):
+            return []
+        return [self.path(paths.PROFILE, kernel=k, shape=s, layout=name)
+                for k in self.kernels for s in self.shapes(k) for name in self.layouts[k]]
+
+    def report_files(self) -> list[str]:
+        return [self.path(paths.SUMMARY), self.path(paths.REPORT_MARKDOWN), self.path(paths.REPORT_HTML)]
+
+    def all_targets(self, gpus: list[int] | None = None) -> list[str]:
+        targets = [self.path(paths.ENVIRONMENT), *self.ceiling_files(), *self.card_record_files(gpus)]
+        for kernel in self.kernels:
+            targets += self.correctness_files(kernel) + self.control_files(kernel) + self.sanitizer_files(kernel)
+        return (targets + self.timing_files() + self.timing_files(cache="cold") + self.span_files()
+                + self.profile_files() + self.report_files())
