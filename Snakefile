@@ -23,6 +23,7 @@ onstart:
                                       FROZEN, workflow.local_exec)
     if problem:
         refuse(problem)
+    guards.stop_jobs_on_signals()
 
 
 onerror:

@@ -14,7 +14,6 @@ import argparse
 import copy
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 

@@ -126,8 +126,8 @@ def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
     """Which process timed a record: the pid and start its job clock names (`process`; runs of an
     earlier kit name a long-lived `worker`), else the record's own process, one per repeat."""
     job = record.get("job")
-    for field in ("process", "worker"):
-        process = job.get(field) if isinstance(job, dict) else None
+    for name in ("process", "worker"):
+        process = job.get(name) if isinstance(job, dict) else None
         if isinstance(process, dict) and process.get("pid") is not None:
             return ("process", process.get("pid"), process.get("started_unix_s"))
     return ("own process", key)

@@ -4,6 +4,7 @@ failure: plain functions of Snakemake's job objects, so that common.smk stays a 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, Iterable
 
@@ -56,3 +57,47 @@ def failure_lines(failed: Iterable[Any]) -> list[str]:
             if text:
                 lines.append(f"kernelkit: {job.rule.name} failed ({name}): {records.printable(text[-1])}")
     return lines
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, their children, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def stop_jobs_on_signals() -> None:
+    """On SIGINT or SIGTERM to Snakemake alone, end the jobs too, then let Snakemake handle the
+    signal. Why: Snakemake's own answer is to wait for the jobs in flight ("Will exit after
+    finishing currently running jobs"), minutes of GPU work for a user who asked to stop; a Ctrl-C
+    in a terminal reaches the jobs already (one process group), a `kill` of Snakemake's pid does not.
+    A job's process holds nothing the kernel does not release (the GPU lock is a flock, records are
+    written atomically), so ending it leaves no partial record."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(number)
+
+        def handler(signum: int, frame: Any, previous: Any = previous) -> None:
+            for pid in descendants(os.getpid()):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                raise KeyboardInterrupt
+
+        signal.signal(number, handler)

@@ -67,9 +67,10 @@ def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict
     }
 
 
-def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any) -> None:
-    """Time one layout of the job's kernel/shape and write its record (`--output-dir`/<layout>/rep<N>.json)."""
-    from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
+def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any, skipped: str | None) -> None:
+    """Time one layout of the job's kernel/shape and write its record (`--output-dir`/<layout>/rep<N>.json);
+    `skipped`: why its checks skipped it (its library is missing here), when they did."""
+    from kernelkit import device, environment, foreign, gpujob, sampler, verify
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -93,8 +94,6 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         # Only when above 1, so that runs with one placement compare equal to files written before the option.
         "method": {**method.describe(), **({"placements": settings.placements} if settings.placements > 1 else {})},
     }
-    skipped = checks.require_checked(spec, layout_name, correctness_file(args.correctness, layout_name), args.controls,
-                                     tools.record_for(args.sanitizer, layout_name))
     if skipped:
         write_record(output, {**identity, "skipped": skipped, "job": clock.describe()})
         print(f"{spec.name} {args.shape} {layout_name} rep{args.repeat}: skipped ({skipped})")
@@ -240,10 +239,17 @@ def cmd_time(args: argparse.Namespace) -> int:
     """Every named layout of one kernel/shape/repeat, in one process, in the seeded order."""
     from kernelkit import gpujob
 
+    from kernelkit import checks, tools
+
     clock = gpujob.JobClock()
+    spec = specs.load(args.kernel)
+    # Every layout's checks are read before any is timed: a layout that did not pass stops the job here.
+    skipped = {layout: checks.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
+                                              None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
+               for layout in args.layout}
     order = layout_order(args.order_seed, args.kernel, args.shape, args.repeat, args.cache, args.layout)
     for layout in order:
-        time_layout(args, layout, order, clock)
+        time_layout(args, layout, order, clock, skipped[layout])
         if "cupy" in sys.modules:  # the next layout starts from an empty memory pool, as its own process would
             sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
     return 0

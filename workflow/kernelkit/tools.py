@@ -13,19 +13,15 @@ tested on the CPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import io
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from kernelkit import KitError, environment, spec as specs
 from kernelkit.records import write_record

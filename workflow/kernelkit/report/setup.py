@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from kernelkit import document as doc
-from kernelkit.records import run_time
 from kernelkit.report.run import Run, fmt, snapshots, target_name, unavailable_fields
 
 
