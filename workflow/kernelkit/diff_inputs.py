@@ -27,7 +27,7 @@ from typing import Any, Iterable
 
 from kernelkit import KitError
 from kernelkit.layout import card_dirs, run_result_files
-from kernelkit.records import read_json
+from kernelkit.records import printable, read_checked, read_json, read_run_records
 
 TimingKey = tuple[str, str, str, int]
 
@@ -67,59 +67,10 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
             if not isinstance(record, dict):
                 continue
             uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
-            usable = isinstance(samples, list) and samples and all(_is_number(v) and math.isfinite(v) and v > 0 for v in samples)
+            usable = isinstance(samples, list) and samples and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples)
             if isinstance(uuid, str) and uuid and usable:
                 found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), ceiling_measure(record))
     return found
-
-
-def read_object(path: Path, what: str) -> dict[str, Any]:
-    """A result file that must hold a JSON object; KitError naming the file for anything else."""
-    try:
-        record = read_json(path)
-    except KitError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise KitError(f"{what} {path} cannot be read ({type(error).__name__}: {error})") from None
-    if not isinstance(record, dict):
-        raise KitError(f"{what} {path} holds a JSON {type(record).__name__}, not the object a {what} holds")
-    return record
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _text_field(record: dict[str, Any], key: str, path: Path, what: str) -> str:
-    value = record.get(key)
-    if not isinstance(value, str) or not value:
-        raise KitError(f"{what} {path} needs a non-empty text field '{key}', not {value!r:.60}")
-    return value
-
-
-# Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or
-# absurd values are broken files, and bounding them keeps every ratio of two medians finite.
-SAMPLE_RANGE_US = (1e-9, 1e12)
-
-
-def check_samples(samples: Any, path: Path) -> list[float]:
-    """Samples a ratio can be taken of: a non-empty list of finite numbers above zero."""
-    if not isinstance(samples, list) or not samples:
-        raise KitError(f"timing file {path} needs 'samples_us' to be a non-empty list of numbers, not {samples!r:.60}")
-    low, high = SAMPLE_RANGE_US
-    for index, value in enumerate(samples):
-        if not _is_number(value) or not math.isfinite(value) or not low <= value <= high:
-            raise KitError(f"timing file {path} holds sample {index} = {value!r:.40}; every sample must be a finite "
-                           f"number of microseconds from {low:g} to {high:g}")
-    return samples
-
-
-def timing_key(record: dict[str, Any], path: Path) -> TimingKey:
-    kernel, shape, layout = (_text_field(record, key, path, "timing file") for key in ("kernel", "shape", "layout"))
-    repeat = record.get("repeat")
-    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
-        raise KitError(f"timing file {path} needs 'repeat' to be an integer >= 1, not {repeat!r:.40}")
-    return kernel, shape, layout, repeat
 
 
 def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
@@ -170,51 +121,33 @@ def card(record: dict[str, Any]) -> str | None:
 
 def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:
     timings: dict[TimingKey, dict[str, Any]] = {}
-    found_in: dict[TimingKey, Path] = {}
-    for path in run_result_files(root, "timing"):
-        record = read_object(path, "timing file")
+    for _, record in read_run_records(root, "timing"):
         if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
             continue
-        key = timing_key(record, path)
-        if (*path.parts[-4:-1], path.stem) != (*key[:3], f"rep{key[3]}"):
-            raise KitError(f"timing file {path} records {' '.join(key[:3])} rep{key[3]}, not the target its path names")
-        check_samples(record.get("samples_us"), path)
-        if key in timings:
-            raise KitError(f"timing files {found_in[key]} and {path} both record {' '.join(key[:3])} rep{key[3]}")
-        timings[key], found_in[key] = record, path
+        timings[(record["kernel"], record["shape"], record["layout"], record["repeat"])] = record
     if not timings:
-        raise KitError(f"run directory {root} holds no timing files (timing/<kernel>/<shape>/<layout>/rep<n>.json)")
+        raise KitError(f"run directory {printable(str(root))} holds no timing records "
+                       "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return timings
 
 
 def _correctness(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    found = {}
-    for path in run_result_files(root, "correctness"):
-        record = read_object(path, "correctness file")
-        kernel = _text_field(record, "kernel", path, "correctness file")
-        layouts = record.get("layouts", [])
-        if not isinstance(layouts, list) or not all(isinstance(layout, str) for layout in layouts):
-            raise KitError(f"correctness file {path} needs 'layouts' to be a list of layout names, not {layouts!r:.60}")
-        found.update({(kernel, layout): record for layout in layouts})
-    return found
+    return {(record["kernel"], layout): record for _, record in read_run_records(root, "correctness")
+            for layout in record.get("layouts", [])}
 
 
 def _controls(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    found = {}
-    for path in run_result_files(root, "controls"):
-        record = read_object(path, "control file")
-        found[(_text_field(record, "kernel", path, "control file"), _text_field(record, "control", path, "control file"))] = record
-    return found
+    return {(record["kernel"], record["control"]): record for _, record in read_run_records(root, "controls")}
 
 
 def load_run(path: str | Path) -> RunFiles:
     """Every result file of a run directory; KitError naming the directory or file that is unusable."""
     root = Path(path)
     if root.is_file():
-        raise KitError(f"{root} is a file, not a run directory (results/<run>)")
+        raise KitError(f"{printable(str(root))} is a file, not a run directory (results/<run>)")
     if not root.is_dir():
-        raise KitError(f"run directory {root} does not exist")
+        raise KitError(f"run directory {printable(str(root))} does not exist")
     timings = _timings(root)
-    return RunFiles(dir=root, environment=read_object(root / "environment.json", "environment file"),
+    return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),
                     correctness=_correctness(root), controls=_controls(root), timings=timings,
                     card_ceilings=_card_ceilings(root))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -197,3 +198,180 @@ def printable(text: str) -> str:
     """Text as a terminal may show it: control characters (ANSI escapes, newlines) written as
     escapes, so a name from a file or a log can print no line or colour of its own choosing."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+# --- The one reader of a run's records (report, diff, summary, history) ----------------------------
+# Anything it refuses is refused everywhere, in one sentence naming the file and the field.
+
+# Larger files are refused before they are parsed: a record of the default config is ~40 KB.
+MAX_RECORD_BYTES = 256 * 1024 * 1024
+# Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or
+# absurd values are broken files, and bounding them keeps every ratio of two medians finite.
+SAMPLE_RANGE_US = (1e-9, 1e12)
+# The most samples one record may hold: ten times the config's maximum (timing.samples).
+MAX_SAMPLES = 1_000_000
+
+# The keys each kind must hold, by what readers use.
+REQUIRED = {
+    "timing": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method", "order",
+               "nvml_before", "nvml_after", "started_utc", "source_sha256"),
+    "cold": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method"),
+    "skipped": ("kernel", "shape", "layout", "repeat", "skipped"),
+    "span": ("kernel", "shape", "repeat", "layouts", "method"),
+    "ceilings": ("kind", "samples_us"),
+    "correctness": ("kernel", "cases", "tolerance"),
+    "controls": ("kernel", "control", "cases", "mutation", "caught_by"),
+}
+CASE_KEYS = {
+    "correctness": ("layout", "passed", "max_abs_error", "shape", "pattern", "worst_index"),
+    "controls": ("layout", "passed", "symptom", "pattern"),
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _refuse(kind: str, path: Any, what: str) -> KitError:
+    return KitError(f"{kind} record {printable(str(path))}: {what}")
+
+
+def _text(record: dict[str, Any], key: str, kind: str, path: Any) -> str:
+    value = record.get(key)
+    if not isinstance(value, str) or not value or not value.isprintable():
+        raise _refuse(kind, path, f"field '{key}' must be a non-empty printable name, not {printable(repr(value))[:60]}")
+    return value
+
+
+def _repeat(record: dict[str, Any], kind: str, path: Any) -> int:
+    value = record.get("repeat")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _refuse(kind, path, f"field 'repeat' must be an integer from 1, not {printable(repr(value))[:40]}")
+    return value
+
+
+def check_samples(samples: Any, kind: str, path: Any, field: str = "samples_us") -> list[float]:
+    """Samples a ratio can be taken of: a non-empty list of at most MAX_SAMPLES finite positive numbers."""
+    if not isinstance(samples, list) or not samples:
+        raise _refuse(kind, path, f"field '{field}' must be a non-empty list of numbers")
+    if len(samples) > MAX_SAMPLES:
+        raise _refuse(kind, path, f"field '{field}' holds {len(samples)} samples; a record holds at most {MAX_SAMPLES}")
+    low, high = SAMPLE_RANGE_US
+    for index, value in enumerate(samples):
+        if not _number(value) or not math.isfinite(value) or not low <= value <= high:
+            raise _refuse(kind, path, f"field '{field}' holds sample {index} = {printable(repr(value))[:40]}; every "
+                                      f"sample must be a finite number of microseconds from {low:g} to {high:g}")
+    return samples
+
+
+def _agree(kind: str, path: Path, named: tuple[str, ...], recorded: tuple[Any, ...]) -> None:
+    """The record's own fields must name the target its path names."""
+    if tuple(named) != tuple(str(part) for part in recorded):
+        raise _refuse(kind, path, f"its fields name {printable(' '.join(map(str, recorded)))}, not the "
+                                  f"{printable(' '.join(named))} its path names")
+
+
+def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
+    """One record of a run, checked for what every reader needs and brought to the current format.
+
+    kind: timing, cold, span, correctness, controls, ceilings, sanitizer, profile, environment,
+    config. Checked: that it is a JSON object within MAX_RECORD_BYTES; its format version; the
+    keys and field types of its kind; finite positive samples; and that the kernel, shape, layout,
+    control, repeat or ceiling its fields name is the one its path names.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise _refuse(kind, path, "does not exist") from None
+    except OSError as error:
+        raise _refuse(kind, path, f"cannot be read ({error.strerror})") from None
+    if not path.is_file():
+        raise _refuse(kind, path, "is not a file")
+    if size > MAX_RECORD_BYTES:
+        raise _refuse(kind, path, f"is {size} bytes; a record holds at most {MAX_RECORD_BYTES}")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except json.JSONDecodeError as error:
+        raise _refuse(kind, path, f"is not valid JSON ({error.msg} at line {error.lineno})") from None
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as error:
+        raise _refuse(kind, path, f"cannot be read ({type(error).__name__})") from None
+    if not isinstance(record, dict):
+        raise _refuse(kind, path, f"holds a JSON {type(record).__name__}, not an object")
+    version = record.get("format_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= FORMAT_VERSION:
+        raise _refuse(kind, path, f"field 'format_version' is {printable(repr(version))[:20]}; this kit reads "
+                                  f"versions 1 to {FORMAT_VERSION}")
+    if kind in ("timing", "cold") and "method" in record and not isinstance(record["method"], dict):
+        raise _refuse(kind, path, "field 'method' must be an object")
+    try:
+        record = upgrade(record, path)
+    except (KeyError, TypeError) as error:
+        raise _refuse(kind, path, f"lacks what its format version needs ({type(error).__name__}: {error})") from None
+    own = "skipped" if kind in ("timing", "cold") and "skipped" in record else kind
+    missing = [key for key in REQUIRED.get(own, ()) if key not in record]
+    if missing:
+        raise _refuse(kind, path, f"lacks the field(s) {', '.join(missing)}")
+    if kind in ("timing", "cold"):
+        names = tuple(_text(record, key, kind, path) for key in ("kernel", "shape", "layout"))
+        _agree(kind, path, tuple(path.parts[-4:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
+        if own == "skipped":
+            if not isinstance(record["skipped"], str):
+                raise _refuse(kind, path, "field 'skipped' must be the reason, a text")
+        else:
+            check_samples(record["samples_us"], kind, path)
+            for key in ("bytes_moved", "flops"):
+                if not _number(record[key]) or record[key] < 0:
+                    raise _refuse(kind, path, f"field '{key}' must be a number of at least 0")
+    elif kind == "span":
+        names = (_text(record, "kernel", kind, path), _text(record, "shape", kind, path))
+        _agree(kind, path, tuple(path.parts[-3:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
+        layouts = record["layouts"]
+        if not isinstance(layouts, dict) or not layouts:
+            raise _refuse(kind, path, "field 'layouts' must be an object of layouts")
+        for layout, entry in layouts.items():
+            samples = entry.get("samples") if isinstance(entry, dict) else None
+            if not (isinstance(samples, list) and samples and all(isinstance(s, dict) and "round" in s for s in samples)):
+                raise _refuse(kind, path, f"layout {printable(layout)} needs 'samples', a list of rounds with times")
+            check_samples([s.get("us") for s in samples], kind, path, f"layouts.{printable(layout)}.samples")
+    elif kind in ("correctness", "controls"):
+        kernel = _text(record, "kernel", kind, path)
+        if kind == "controls":
+            _agree(kind, path, (path.parts[-2], path.stem), (kernel, _text(record, "control", kind, path)))
+        else:
+            _agree(kind, path, (path.parts[-2],), (kernel,))
+            layouts = record.get("layouts", [])
+            if not isinstance(layouts, list) or not all(isinstance(name, str) for name in layouts):
+                raise _refuse(kind, path, "field 'layouts' must be a list of layout names")
+        cases = record["cases"]
+        if not isinstance(cases, list):
+            raise _refuse(kind, path, "field 'cases' must be a list")
+        for index, case in enumerate(cases):
+            lacking = [key for key in CASE_KEYS[kind] if not isinstance(case, dict) or key not in case]
+            if lacking:
+                raise _refuse(kind, path, f"case {index} lacks {', '.join(lacking)}")
+    elif kind == "ceilings":
+        kind_name = _text(record, "kind", kind, path)
+        _agree(kind, path, (path.stem,), (kind_name,))
+        check_samples(record["samples_us"], kind, path)
+    return record
+
+
+def read_run_records(run_dir: str | os.PathLike[str], kind: str) -> list[tuple[Path, dict[str, Any]]]:
+    """Every record of one kind in a run folder, read by `read_checked`, with its path; for timings
+    and spans, also that each configuration's repeats are numbered 1, 2, ... without a gap (a gap
+    is a record of another run copied in, or one removed by hand)."""
+    from kernelkit.layout import run_result_files
+
+    found = [(path, read_checked(path, kind)) for path in run_result_files(run_dir, kind)]
+    if kind in ("timing", "cold", "span"):
+        repeats: dict[tuple[str, ...], dict[int, Path]] = {}
+        for path, record in found:
+            repeats.setdefault(tuple(path.parts[:-1]), {})[record["repeat"]] = path
+        for numbered in repeats.values():
+            for number, path in sorted(numbered.items()):
+                if number > 1 and number - 1 not in numbered:
+                    raise _refuse(kind, path, f"is repeat {number}, but repeat {number - 1} of the same configuration "
+                                              "is missing from the run")
+    return found

@@ -47,10 +47,9 @@ def caveats(run: Run) -> list[str]:
     if retimed:
         found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
                      "their numbers come from the stretch after the wait")
-    from kernelkit import spec as specs
-    from kernelkit.plan import Plan
-
-    plan = Plan(run.config, {name: specs.load(name) for name in run.config["kernels"]}).timed_targets()
+    # The planned order is the one every record names (its order key within its repeat).
+    plan = [(r["kernel"], r["shape"], r["layout"], r["repeat"])
+            for r in sorted(run.timings, key=lambda r: (r["repeat"], r["order"].get("key", 0)))]
     executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=lambda r: r["started_utc"])]
     if len(executed) == len(plan) and executed != plan:
         moved = sum(a != b for a, b in zip(executed, plan))

@@ -9,18 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import read_json, sha256_text, split_skipped, write_text_atomic
+from kernelkit.records import read_checked, sha256_text, split_skipped, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:
-    from kernelkit.report.run import check_record
-
-    records = []
-    for path in paths:
-        record = read_json(path)
-        check_record(Path(path), "timing", record)
-        records.append(record)
-    timed, _ = split_skipped(records)
+    timed, _ = split_skipped([read_checked(path, "cold" if Path(path).parts[-5:-4] == ("cold",) else "timing")
+                              for path in paths])
     return timed
 
 

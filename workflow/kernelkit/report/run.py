@@ -6,7 +6,6 @@ naming the file, every record whose samples or identifying keys are unusable.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from statistics import median
 from typing import Any, Iterable
@@ -17,65 +16,12 @@ from kernelkit import KitError, ceilings, tools
 from kernelkit import spec as specs
 from kernelkit.environment import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
-from kernelkit.records import read_json, split_skipped
+from kernelkit.records import read_checked, read_run_records, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
-# Keys every record of a kind must hold for the report to read it.
-REQUIRED = {
-    "timing": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method", "order",
-               "nvml_before", "nvml_after", "started_utc", "source_sha256"),
-    "cold": ("kernel", "shape", "layout", "repeat", "samples_us", "bytes_moved", "flops", "method"),
-    "span": ("kernel", "shape", "repeat", "layouts", "method"),
-    "ceilings": ("kind", "samples_us"),
-    "correctness": ("kernel", "cases", "tolerance"),
-    "controls": ("kernel", "control", "cases", "mutation", "caught_by"),
-}
-
-
-# Keys of every checked case, read by the correctness and controls sections.
-CASE_KEYS = {
-    "correctness": ("layout", "passed", "max_abs_error", "shape", "pattern", "worst_index"),
-    "controls": ("layout", "passed", "symptom", "pattern"),
-}
-
-
-def _finite_samples(values: Any) -> bool:
-    return (isinstance(values, list) and bool(values)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
-
-
-def check_record(path: Path, kind: str, record: Any) -> None:
-    """Refuse a record the report cannot read, naming the file and what is wrong with it."""
-    if not isinstance(record, dict):
-        raise KitError(f"result file {path} holds a {type(record).__name__}, not a JSON object")
-    if "skipped" in record and kind in ("timing", "cold"):
-        return
-    missing = [key for key in REQUIRED.get(kind, ()) if key not in record]
-    if missing:
-        raise KitError(f"result file {path} lacks the key(s) {', '.join(missing)}")
-    if "samples_us" in REQUIRED.get(kind, ()) and not _finite_samples(record["samples_us"]):
-        raise KitError(f"result file {path} has samples_us that are not a non-empty list of finite numbers")
-    if kind in CASE_KEYS:
-        for index, case in enumerate(record["cases"] if isinstance(record["cases"], list) else [None]):
-            lacking = [key for key in CASE_KEYS[kind] if not isinstance(case, dict) or key not in case]
-            if lacking:
-                raise KitError(f"result file {path} has a case (number {index}) without {', '.join(lacking)}")
-    if kind == "span":
-        for layout, entry in record["layouts"].items() if isinstance(record["layouts"], dict) else [(None, None)]:
-            samples = entry.get("samples") if isinstance(entry, dict) else None
-            if not (isinstance(samples, list) and samples and all(
-                    isinstance(s, dict) and "round" in s and _finite_samples([s.get("us")]) for s in samples)):
-                raise KitError(f"result file {path} has span samples of layout {layout} that are not a list of "
-                               "rounds with finite times")
-
-
 def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    records = []
-    for path in run_result_files(run_dir, kind):
-        record = read_json(path)
-        check_record(path, kind, record)
-        records.append(record)
-    return records
+    """The records of one kind, through the kit's one reader (kernelkit.records.read_checked)."""
+    return [record for _, record in read_run_records(run_dir, kind)]
 
 
 def card_label(record: dict[str, Any]) -> str | None:
@@ -91,7 +37,7 @@ class Card:
     """One card's environment and ceilings (layout.card_dirs): the run's first card, or gpus/<i>/."""
 
     def __init__(self, directory: Path) -> None:
-        self.environment = read_json(directory / "environment.json")
+        self.environment = read_checked(directory / "environment.json", "environment")
         self.ceilings = {r["kind"]: r for r in load(directory, "ceilings")}
         self.rates = ceilings.rates(self.ceilings)
         gpu = self.environment.get("gpu", {})
@@ -107,8 +53,8 @@ class Run:
         if not self.dir.is_dir():
             raise KitError(f"run directory {self.dir} does not exist")
         self.name = self.dir.name
-        self.config = read_json(self.dir / "config.json")
-        self.environment = read_json(self.dir / "environment.json")
+        self.config = read_checked(self.dir / "config.json", "config")
+        self.environment = read_checked(self.dir / "environment.json", "environment")
         self.correctness = load(self.dir, "correctness")
         self.controls = load(self.dir, "controls")
         self.timings, self.skipped = split_skipped(load(self.dir, "timing"))
@@ -121,8 +67,8 @@ class Run:
         self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
         # One entry per layout, whether the run wrote a record per kernel or, before that, per layout.
         self.sanitizer = [entry for kind in ("sanitizer", "sanitizer_per_layout")
-                          for p in run_result_files(self.dir, kind) for entry in tools.per_layout(read_json(p))]
-        self.profiles = [read_json(p) for p in run_result_files(self.dir, "profile")]
+                          for p in run_result_files(self.dir, kind) for entry in tools.per_layout(read_checked(p, "sanitizer"))]
+        self.profiles = [read_checked(p, "profile") for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
         self.table = summarize_records(self.timings)

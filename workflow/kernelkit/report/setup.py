@@ -96,7 +96,7 @@ def section_method(run: Run) -> doc.Section:
         "average per launch inside a replay, not a single-launch latency. Inside the timed interval: the graph replay "
         "only. Outside it: compilation, allocation, host-to-device copies, warm-up launches, graph capture and upload, "
         "the NVML snapshots. Buffers are reused across launches, so the caches are warm. "
-        f"Every configuration was timed in {t['repeats']} separate processes (repeats); within a repeat the targets ran "
+        f"Every configuration was timed {t['repeats']} times (repeats); within a repeat the targets ran "
         f"in a seeded shuffled order (seed {fmt(t['order_seed'])}; each repeat has its own order, recorded as the order "
         "key in every timing file). The kit does not change clocks or power settings. These settings are read from "
         "the timing files that used them."
