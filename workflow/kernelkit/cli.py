@@ -64,12 +64,16 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except KitError as error:
-        print(f"kernelkit {args.command}: {error}", file=sys.stderr)
+        from kernelkit.records import printable
+
+        print(f"kernelkit {args.command}: {printable(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - a kit bug must not read as a verdict or as bad input
         if os.environ.get("KERNELKIT_DEBUG") == "1":
             raise
-        detail = " ".join(str(error).split())[:200]
+        from kernelkit.records import printable
+
+        detail = printable(" ".join(str(error).split()))[:200]
         print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
               "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_INTERNAL

@@ -20,9 +20,41 @@ class YamlNumber(int):
     source = ""
 
 
+# A config is a few hundred lines: bounds on what a file may ask of the reader, checked while it is
+# composed, so that an alias bomb (a few hundred bytes naming a node that names itself billions of
+# times over) or a list 2,000 deep is refused within a second, before anything walks it.
+MAX_ALIASES = 100
+MAX_DEPTH = 50
+# Nodes the document holds once every alias is expanded (the default config has about 300).
+MAX_NODES = 100_000
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently) and remembers how
-    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained."""
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently), remembers how
+    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained,
+    and refuses more than MAX_ALIASES aliases or nesting deeper than MAX_DEPTH."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                mark = self.peek_event().start_mark
+                raise KitError(f"more than {MAX_ALIASES} aliases (*name) at line {mark.line + 1}; a config needs few, "
+                               "and this many can expand to more than memory holds")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise KitError(f"nesting deeper than {MAX_DEPTH} levels at line {mark.line + 1}")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -53,11 +85,38 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _m
 _StrictLoader.add_constructor("tag:yaml.org,2002:int", _integer_with_source)
 
 
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes `node` stands for with every alias expanded, counted once per distinct node
+    (an alias is the same node object), so the count itself costs only the nodes written."""
+    if id(node) not in sizes:
+        sizes[id(node)] = 1  # a node that contains itself counts once, not forever
+        if isinstance(node, yaml.SequenceNode):
+            sizes[id(node)] += sum(_expanded_size(child, sizes) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            sizes[id(node)] += sum(_expanded_size(key, sizes) + _expanded_size(value, sizes) for key, value in node.value)
+        sizes[id(node)] = min(sizes[id(node)], MAX_NODES + 1)
+    return sizes[id(node)]
+
+
 def read_yaml(path: str | Path) -> Any:
     """A YAML file's content; KitError with the file, and the line and column where YAML can give them."""
     try:
         with open(path, encoding="utf-8") as handle:
-            return yaml.load(handle, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+            text = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(text) > MAX_CONFIG_BYTES:
+            raise KitError(f"config file {path} is larger than {MAX_CONFIG_BYTES} bytes; a config is a few hundred lines")
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            expanded = _expanded_size(node, {})
+            if expanded > MAX_NODES:
+                raise KitError(f"config file {path} expands to more than {MAX_NODES} values through its aliases "
+                               "(*name); a config holds a few hundred")
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except FileNotFoundError:
         raise KitError(f"config file {path} does not exist") from None
     except IsADirectoryError:
@@ -65,7 +124,11 @@ def read_yaml(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as error:
         raise KitError(f"config file {path} cannot be read ({type(error).__name__}: {error})") from None
     except KitError as error:
+        if str(error).startswith(f"config file {path}"):
+            raise
         raise KitError(f"config file {path}: {error}") from None
+    except RecursionError:
+        raise KitError(f"config file {path} nests deeper than {MAX_DEPTH} levels") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

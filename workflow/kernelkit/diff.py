@@ -23,7 +23,7 @@ from statistics import median
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import write_text_atomic
+from kernelkit.records import check_outputs, write_outputs
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
@@ -305,28 +305,22 @@ def open_fraction(text: str) -> float:
     return value
 
 
-def _write(path: str, text: str) -> None:
-    try:
-        write_text_atomic(path, text)
-    except OSError as error:
-        raise KitError(f"cannot write {path} ({error.strerror or error})") from None
-
-
 def run_command(args: argparse.Namespace) -> int:
     """`kernelkit diff`: 0 done, 1 SLOWER with --fail-on-slower; unusable input raises KitError (exit 2)
     and anything unexpected is an internal error (exit 3), both turned into one sentence by the CLI."""
     from kernelkit import document
     from kernelkit.diff_document import build
 
+    outputs = [path for path in (args.markdown, args.html) if path]
+    check_outputs(outputs)  # before the work, not after
     result = compare(load_run(args.run_a), load_run(args.run_b), args.threshold, args.confidence)
     title, sections = build(result)
     markdown = document.render_markdown(title, sections)
-    if args.markdown:
-        _write(args.markdown, markdown)
-    else:
+    if not args.markdown:
         print(markdown, end="")
-    if args.html:
-        _write(args.html, document.render_html(title, sections))
+    write_outputs([(path, text) for path, text in ((args.markdown, markdown),
+                                                   (args.html, document.render_html(title, sections) if args.html else None))
+                   if path])
     print(f"{len(result.comparisons)} configurations: " + ", ".join(
         f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
     return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK

@@ -72,13 +72,46 @@ class Section:
         return re.sub(r"[^a-z0-9]+", "-", self.title.lower()).strip("-") or "section"
 
 
+# C0 and C1 control characters but tab: an ANSI escape in a layout or folder name must not reach a
+# terminal or a page as a control sequence; it is shown as its escape, \x1b.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(value: Any) -> str:
+    """Text with every control character (but tab and newline) written as its escape."""
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), str(value))
+
+
+def _h(value: Any) -> str:
+    return html.escape(clean(value))
+
+
+# What an embedded SVG may not hold: scripts, event handlers, links out of the page, external
+# entities or embedded documents. The kit's own figures hold none of these.
+_UNSAFE_SVG = re.compile(r"<\s*script|\son\w+\s*=|javascript:|<\s*foreignObject|<!ENTITY|<\s*iframe|<\s*embed|"
+                         r"<\s*object|(?:xlink:)?href\s*=\s*[\"'](?!#)", re.IGNORECASE)
+
+
+def safe_svg(text: str, where: str) -> str:
+    """An SVG to embed in a page, or one sentence on why not (KitError): a figure is drawn by the
+    kit; one from elsewhere is embedded only when it can do nothing but be looked at."""
+    from kernelkit import KitError
+
+    found = _UNSAFE_SVG.search(text)
+    if found or "<svg" not in text:
+        what = f"'{clean(found.group(0))}'" if found else "no <svg> element"
+        raise KitError(f"figure {clean(where)} holds {what}; the report embeds only plain SVG (no scripts, event "
+                       "handlers or external references)")
+    return text
+
+
 _MD_SPECIAL = re.compile(r"([\\`*\[\]|#!{}])")
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def md_escape(value: Any) -> str:
     """Text as Markdown shows it literally: markup characters backslash-escaped, one line."""
-    text = _MD_SPECIAL.sub(r"\\\1", str(value).replace("\n", " ").replace("\r", " "))
+    text = _MD_SPECIAL.sub(r"\\\1", clean(str(value).replace("\n", " ").replace("\r", " ")))
     text = _MD_UNDERSCORE.sub(r"\\_", text)
     text = text.replace("&", "&amp;").replace("<", "&lt;")
     # A line that starts like a list item or a numbered list must not become one.
@@ -136,41 +169,41 @@ section.answers figcaption{font-size:0.8rem}
 
 def _html_cell(cell: Any) -> str:
     if isinstance(cell, Marked):
-        return f'<span class="{html.escape(cell.css_class)}">{html.escape(cell.text)}</span>'
-    return html.escape(str(cell))
+        return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>'
+    return _h(str(cell))
 
 
 def _block_html(block: Block) -> str:
     if isinstance(block, Paragraph):
-        css = f' class="{html.escape(block.css_class)}"' if block.css_class else ""
-        return f"<p{css}>{html.escape(block.text)}</p>"
+        css = f' class="{_h(block.css_class)}"' if block.css_class else ""
+        return f"<p{css}>{_h(block.text)}</p>"
     if isinstance(block, Bullets):
-        return "<ul>" + "".join(f"<li>{html.escape(item)}</li>" for item in block.items) + "</ul>"
+        return "<ul>" + "".join(f"<li>{_h(item)}</li>" for item in block.items) + "</ul>"
     if isinstance(block, Table):
-        head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in block.header)
+        head = "".join(f"<th>{_h(str(cell))}</th>" for cell in block.header)
         cells = ['<td class="num">' if i in block.numeric else "<td>" for i in range(len(block.header))]
         body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_html_cell(cell)}</td>"
                                         for i, cell in enumerate(row)) + "</tr>" for row in block.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     # SVG from matplotlib or the kit's own writers: every text in it is XML-escaped where it is written.
-    return f"<figure>{block.svg}<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+    return f"<figure>{block.svg}<figcaption>{_h(block.caption)}</figcaption></figure>"
 
 
 def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | None = None) -> str:
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        *(f'<meta name="{html.escape(k)}" content="{html.escape(v)}">' for k, v in (meta or {}).items()),
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
+        *(f'<meta name="{_h(k)}" content="{_h(v)}">' for k, v in (meta or {}).items()),
+        f"<title>{_h(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{_h(title)}</h1>",
         '<nav class="toc">Contents: ' + " · ".join(
-            f'<a href="#{s.anchor}">{html.escape(s.title)}</a>' for s in contents(sections)) + "</nav>",
+            f'<a href="#{s.anchor}">{_h(s.title)}</a>' for s in contents(sections)) + "</nav>",
     ]
     for section in sections:
-        heading = f'<h{section.level} id="{section.anchor}">{html.escape(section.title)}</h{section.level}>'
+        heading = f'<h{section.level} id="{section.anchor}">{_h(section.title)}</h{section.level}>'
         body = "\n".join(_block_html(block) for block in section.blocks)
         if section.summary:
-            out.append(f"{heading}\n<details><summary>{html.escape(section.summary)}</summary>\n{body}\n</details>")
+            out.append(f"{heading}\n<details><summary>{_h(section.summary)}</summary>\n{body}\n</details>")
         elif section.anchor == "answers":
             out.append(f'<section class="answers" id="answers-block">{heading}\n{body}</section>')
         else:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelkit.report.commands import register, write_pair
+from kernelkit.report.commands import register
 
-__all__ = ["register", "write_pair"]
+__all__ = ["register"]
 
 
 def __getattr__(name: str) -> Any:

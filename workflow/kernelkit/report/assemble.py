@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit.report.answers import hypothesis_verdicts, section_answers
 from kernelkit.report.cautions import caveats, section_caveats
@@ -28,7 +29,11 @@ def _figure(figure_dir: Path | None, name: str, caption: str) -> doc.Figure | No
     path = figure_dir / f"{name}.svg" if figure_dir else None
     if path is None or not path.exists():
         return None
-    return doc.Figure(path.read_text(encoding="utf-8"), f"{figure_dir.name}/{name}.svg", caption)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise KitError(f"figure {doc.clean(path)} cannot be read ({type(error).__name__})") from None
+    return doc.Figure(doc.safe_svg(text, str(path)), f"{figure_dir.name}/{name}.svg", caption)
 
 
 def build(run_dir: Path, figure_dir: Path | None = None) -> tuple[str, list[doc.Section]]:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import read_checked, sha256_text, split_skipped, write_text_atomic
+from kernelkit.records import check_outputs, read_checked, sha256_text, split_skipped, write_outputs, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:
@@ -43,42 +41,10 @@ def cmd_clock_figure(args: argparse.Namespace) -> int:
 MARKDOWN_HASH = "kernelkit-markdown-sha256"
 
 
-def write_pair(markdown_path: Path, markdown: str, html_path: Path | None, html: str | None) -> None:
-    """Write report.md and report.html so that an interruption cannot leave them out of step.
-
-    Both are written to temporary files first and renamed one after the other; the HTML carries
-    the sha256 of the Markdown it was rendered with, so a reader (and the tests) can tell a pair
-    whose second rename never happened.
-    """
-    pending = []
-    try:
-        for path, text in ((markdown_path, markdown), (html_path, html)):
-            if path is None or text is None:
-                continue
-            path = Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
-            pending.append((tmp, path))
-            try:
-                handle = os.fdopen(fd, "w", encoding="utf-8")
-            except BaseException:
-                os.close(fd)
-                raise
-            with handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o644)
-        for tmp, path in pending:
-            os.replace(tmp, path)
-    finally:
-        for tmp, _ in pending:
-            Path(tmp).unlink(missing_ok=True)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from kernelkit import document, report
 
+    check_outputs([args.markdown, *([args.html] if args.html else [])])  # before the work, not after
     try:
         title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as error:
@@ -87,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     markdown = document.render_markdown(title, sections)
     html = (document.render_html(title, sections, meta={MARKDOWN_HASH: sha256_text(markdown)})
             if args.html else None)
-    write_pair(Path(args.markdown), markdown, Path(args.html) if args.html else None, html)
+    write_outputs([(args.markdown, markdown), *([(args.html, html)] if html is not None else [])])
     return 0
 
 
