@@ -69,13 +69,16 @@ if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(path
 
 
 def committed(run_dir):
-    """Whether git tracks files in a run folder: committed evidence."""
+    """Whether a run folder is committed evidence: git tracks files in it; in a copy without git,
+    it holds summary.csv, which a run writes when it completes (the marker that survives a copy)."""
     try:
         listed = subprocess.run(["git", "ls-files", "--", run_dir], cwd=workflow.basedir,
                                 capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return listed.returncode == 0 and bool(listed.stdout.strip())
+        listed = None
+    if listed is not None and listed.returncode == 0:
+        return bool(listed.stdout.strip())
+    return os.path.exists(os.path.join(run_dir, "summary.csv"))
 
 
 # A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
@@ -219,6 +222,11 @@ def card_resources(kernel=None):
 
 def check_priority(kernel):
     return CHECK_PRIORITY + len(KERNELS) - CHECK_RANK[kernel]
+
+
+def diff_side(run):
+    """What a diff needs of one run: this run's summary (built first), else nothing."""
+    return [paths.path(paths.SUMMARY, run=run)] if run == RUN else []
 
 
 def report_kernel_files():

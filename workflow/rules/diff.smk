@@ -1,7 +1,9 @@
 rule diff:
     input:
-        a=paths.path(paths.SUMMARY, run="{a}"),
-        b=paths.path(paths.SUMMARY, run="{b}"),
+        # This run's summary, so that a diff against it waits for it; another run's records as they
+        # are (a run that does not exist is the diff's one sentence, not Snakemake's missing input).
+        a=lambda wildcards: diff_side(wildcards.a),
+        b=lambda wildcards: diff_side(wildcards.b),
     output:
         markdown=report(
             paths.DIFF_MARKDOWN,
@@ -14,7 +16,7 @@ rule diff:
             category="Diff",
         ),
     log:
-        "logs/diff/{a}__vs__{b}.log",
+        "reports/diff/{a}__vs__{b}/diff.log",
     conda:
         "../../envs/kernelkit.yaml"
     params:
