@@ -85,6 +85,9 @@ def committed(run_dir):
 # file times must not make Snakemake redo it (its inputs are ancient()); a GPU job in it is
 # refused before the first job starts (kernelkit.guards) unless overwrite is given.
 FROZEN = committed(paths.path(paths.RUN_DIR, run=RUN)) and not OVERWRITE
+if FROZEN:
+    print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
+          "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
 
 # Several GPUs on one host: each kernel/shape runs on one card, fixed before the run. Under an
 # executor that allocates GPUs itself (SLURM), or with `gpus: allocated`, the allocation's
