@@ -300,7 +300,12 @@ def caches(config: dict[str, Any]) -> list[str]:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    load(args.config)
+    try:
+        load(args.config)
+    except KitError as error:
+        if str(error).startswith("config file "):
+            raise
+        raise KitError(f"config file {args.config}: {error}") from None
     print(f"{args.config}: valid")
     return 0
 

@@ -384,10 +384,16 @@ def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
     are the same file, one inside a run folder (a folder holding environment.json or config.json:
     evidence is never overwritten by a reader), one reached through a symbolic link (it would write
     wherever the link points), or one that names a folder."""
-    chosen = [Path(p) for p in paths]
+    try:
+        return _check_outputs([Path(p) for p in paths])
+    except OSError as error:
+        raise KitError(f"cannot write {printable(str(error.filename or paths[0]))} ({error.strerror or error})") from None
+
+
+def _check_outputs(chosen: list[Path]) -> list[Path]:
     seen: dict[str, Path] = {}
     for path in chosen:
-        if not path.name or path.is_dir():
+        if path.name in ("", ".", "..") or str(path).endswith(os.sep) or path.is_dir():
             raise KitError(f"output {printable(str(path))} is a folder; name a file")
         resolved = os.path.realpath(path)
         if resolved in seen:
