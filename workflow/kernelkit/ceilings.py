@@ -203,32 +203,6 @@ def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
     return found
 
 
-def roofline(bytes_moved: int, flops: int, median_us: float, ceiling: dict[str, float]) -> dict[str, Any]:
-    """Which ceiling bounds a timing, and the fraction of it reached.
-
-    A kernel whose arithmetic intensity (FLOPs per byte) lies below the ridge point
-    (GEMM rate / copy rate) cannot beat the copy rate; above it, the GEMM rate. A fraction
-    above 1 is impossible for DRAM-resident data: it means cache reuse the spec's byte count
-    does not see, or a measurement artefact; never a win. The ceiling is a measurement too: up
-    to CEILING_TOLERANCE above it is at the ceiling (torch's SGEMM ran 1-2% faster than the
-    cupy.matmul ceiling in h200-s5a), not above it.
-    """
-    seconds = median_us * 1e-6
-    achieved_gb_s, achieved_gflop_s = bytes_moved / seconds / 1e9, flops / seconds / 1e9
-    if "copy_gb_s" not in ceiling or "gemm_gflop_s" not in ceiling:
-        return {"bound": "unknown", "fraction": None, "impossible": False, "at_ceiling": False}
-    ridge = ceiling["gemm_gflop_s"] / ceiling["copy_gb_s"]
-    intensity = flops / bytes_moved if bytes_moved else float("inf")
-    if intensity < ridge:
-        fraction = achieved_gb_s / ceiling["copy_gb_s"]
-        bound = "memory"
-    else:
-        fraction = achieved_gflop_s / ceiling["gemm_gflop_s"]
-        bound = "arithmetic"
-    return {"bound": bound, "fraction": fraction, "impossible": fraction > 1.0 + CEILING_TOLERANCE,
-            "at_ceiling": 1.0 < fraction <= 1.0 + CEILING_TOLERANCE, "intensity": intensity, "ridge": ridge}
-
-
 def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:
     """A timing within `factor` times the empty kernel's cost measures the harness as much as the kernel."""
     return floor_us is not None and median_us < factor * floor_us

@@ -145,12 +145,6 @@ def judge_case(spec: KernelSpec, case: PreparedCase, launches: Sequence[np.ndarr
                       worst_index=worst_index, **verdict)
 
 
-def run_case(spec: KernelSpec, kernel: Any, layout_name: str, shape: Shape, pattern: str, runs: int = 1) -> CaseResult:
-    """One case, unlocked: for callers that already hold the GPU."""
-    case = prepare_case(spec, layout_name, shape, pattern)
-    return judge_case(spec, case, launch_case(spec, kernel, case, runs))
-
-
 def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
               cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
               clock: Any = None) -> list[CaseResult]:

@@ -14,9 +14,9 @@ wins, so one shell can isolate a test). The file's text names the last holder (p
 for people, and for kernelkit.foreign, which must not blame the previous holder's trailing work
 on anyone; never for deciding who holds it.
 
-Child processes that a holder starts on its GPU (compute-sanitizer's, Nsight Compute's) run under
-the parent's hold: the parent names itself in HELD_BY_VARIABLE, and a child that finds its
-parent's pid there takes no lock (it would wait for its own parent).
+Processes that a holder starts on its GPU (compute-sanitizer and the kit's process it runs) work
+under the holder's hold: the holder names itself in HELD_BY_VARIABLE, and a process that finds
+one of its ancestors named there takes no lock (it would wait for its own ancestor).
 """
 
 from __future__ import annotations
@@ -173,9 +173,25 @@ def command_is_process() -> None:
     _command_is_process = True
 
 
-def held_by_parent() -> bool:
-    """Whether this process runs under its parent's hold (a child the holder started on its GPU)."""
-    return os.environ.get(HELD_BY_VARIABLE) == str(os.getppid())
+def ancestors(pid: int | None = None) -> list[int]:
+    """The pids above a process (its parent, the parent's parent, ...), read from /proc."""
+    found: list[int] = []
+    current = pid or os.getpid()
+    while current > 1 and len(found) < 64:
+        try:
+            with open(f"/proc/{current}/stat", encoding="ascii", errors="replace") as handle:
+                current = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+        found.append(current)
+    return found
+
+
+def held_by_ancestor() -> bool:
+    """Whether this process works under a holder's hold: the holder named in HELD_BY_VARIABLE is
+    one of its ancestors (compute-sanitizer stands between the holder and the kit's process it runs)."""
+    holder = os.environ.get(HELD_BY_VARIABLE, "")
+    return holder.isdigit() and int(holder) in ancestors()
 
 
 def child_environment() -> dict[str, str]:
@@ -195,7 +211,7 @@ def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
     path = settings.lock_path(key)
     record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled)
     began = time.monotonic()
-    if not settings.enabled or key in _held or held_by_parent():
+    if not settings.enabled or key in _held or held_by_ancestor():
         record.nested = settings.enabled
         try:
             yield record
