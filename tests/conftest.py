@@ -31,6 +31,35 @@ def above_and_within_one_percent(result) -> tuple[list, list]:
     return above, [c for c in above if abs(c.change) <= 0.01]
 
 
+@pytest.fixture(scope="session")
+def synthetic_run(tmp_path_factory) -> Path:
+    """The default synthetic run (tests/synthetic.py: RMSNorm t32, t256 and torch on three shapes,
+    two repeats), written once per session with the kit's writers. Read it; copy it to change it
+    (synthetic.copy_run)."""
+    from synthetic import write_run
+
+    return write_run(tmp_path_factory.mktemp("synthetic"), "synthetic")
+
+
+@pytest.fixture(scope="session")
+def synthetic_pair(tmp_path_factory) -> tuple[Path, Path]:
+    """Two synthetic runs of identical code, A and B, whose samples differ by their seeded noise only."""
+    from synthetic import write_run
+
+    root = tmp_path_factory.mktemp("pair")
+    return write_run(root, "a"), write_run(root, "b", seed=1)
+
+
+@pytest.fixture(scope="session")
+def seed_run(tmp_path_factory) -> Path:
+    """A synthetic run of seed 000's operations (matmul, layernorm, neighbor; hand-written layouts
+    beside library baselines) with the span view, written once per session."""
+    from synthetic import SEED_HYPOTHESES, SEED_KERNELS, write_run
+
+    return write_run(tmp_path_factory.mktemp("seed"), "seed", kernels=SEED_KERNELS, hypotheses=SEED_HYPOTHESES,
+                     spans=list(SEED_KERNELS), controls={})
+
+
 def gpu_unavailable_reason() -> str | None:
     """Why GPU tests cannot run here, or None when a CUDA device is usable."""
     try:

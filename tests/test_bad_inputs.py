@@ -2,8 +2,8 @@
 no traceback, and writes nothing outside its own temporary directory.
 
 Each case runs `python -m kernelkit ...` in a fresh process, as a user or CI would, with the
-temporary directory as its working directory. Result-file cases corrupt one file of a copy of
-the committed run h200-q-on and diff it against the committed h200-q-off (same configurations).
+temporary directory as its working directory. Result-file cases corrupt one file of a copy of a
+synthetic run B (tests/synthetic.py) and diff it against a synthetic run A of the same configurations.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import pytest
 from conftest import REPO, kit_env
 
 CONFIG = REPO / "config" / "config.yaml"
-RUN_A = REPO / "results" / "h200-q-off"
-RUN_B = REPO / "results" / "h200-q-on"
 TIMING = "timing/rmsnorm/512x128/t32/rep1.json"
+# The synthetic runs every case reads, written once for the module (`runs`); cases are made before
+# the fixture runs, so they name the runs by these placeholders, filled in when a case is made.
+RUNS: dict[str, Path] = {}
 
 
 def kernelkit(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -32,10 +33,19 @@ def kernelkit(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def repo_state() -> str:
-    """What git sees changed in the checkout: a case that writes into it changes this."""
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True,
-                          text=True, check=True).stdout
+# Where the kit writes (its run folders, reports, logs, Snakemake's state) and the checkout's top
+# level, where a relative output path would land.
+OUTPUT_PLACES = ("results/", "reports/", "logs/", ".snakemake/")
+
+
+def repo_state() -> set[str]:
+    """The paths git sees changed or new where the kit could write into the checkout: a case that
+    writes there adds one. Taken around each case, and only there: someone editing the sources
+    meanwhile (staging, committing, adding a module) is not the case's doing."""
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    paths = {line[3:] for line in done.stdout.splitlines() if "D" not in line[:2]}  # a deletion is no write
+    return {path for path in paths if path.startswith(OUTPUT_PLACES) or "/" not in path.rstrip("/")}
 
 
 def assert_one_sentence(done: subprocess.CompletedProcess, expected: str) -> None:
@@ -66,12 +76,12 @@ def replace_once(old: str, new: str) -> Callable[[str], str]:
 
 
 def corrupt(relative: str, change: Callable[[Path], None]) -> Callable[[Path], list[str]]:
-    """A case that diffs h200-q-off against a copy of h200-q-on with one file changed."""
+    """A case that diffs run A against a copy of run B with one file changed."""
     def make(tmp: Path) -> list[str]:
-        run = tmp / "h200-q-on"
-        shutil.copytree(RUN_B, run)
+        run = tmp / "b"
+        shutil.copytree(RUNS["b"], run)
         change(run / relative)
-        return ["diff", str(RUN_A), str(run)]
+        return ["diff", str(RUNS["a"]), str(run)]
     return make
 
 
@@ -88,19 +98,19 @@ def set_sample(value: object) -> Callable[[Path], None]:
 
 
 def fixed(*args: str) -> Callable[[Path], list[str]]:
-    return lambda tmp: [arg.format(tmp=tmp, a=RUN_A, b=RUN_B) for arg in args]
+    return lambda tmp: [arg.format(tmp=tmp, a=RUNS["a"], b=RUNS["b"]) for arg in args]
 
 
 def no_common_configuration(tmp: Path) -> list[str]:
     run = tmp / "other"
-    shutil.copytree(RUN_B, run, ignore=shutil.ignore_patterns("timing"))
-    source = RUN_B / TIMING
+    shutil.copytree(RUNS["b"], run, ignore=shutil.ignore_patterns("timing"))
+    source = RUNS["b"] / TIMING
     target = run / "timing/rmsnorm/512x128/t999/rep1.json"
     target.parent.mkdir(parents=True)
     record = json.loads(source.read_text())
     record["layout"] = "t999"
     target.write_text(json.dumps(record))
-    return ["diff", str(RUN_A), str(run)]
+    return ["diff", str(RUNS["a"]), str(run)]
 
 
 CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
@@ -137,7 +147,7 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("run that does not exist", fixed("diff", "{a}", "{tmp}/nosuch"), "run directory"),
     ("file as a run directory", fixed("diff", "{a}/environment.json", "{b}"),
      "environment.json is a file, not a run directory"),
-    ("empty run directory", fixed("diff", "{a}", "{tmp}"), "holds no timing files"),
+    ("empty run directory", fixed("diff", "{a}", "{tmp}"), "holds no timing records"),
     ("runs with nothing in common", no_common_configuration, "have no timed configuration (kernel, shape, layout) in common"),
     ("report without --markdown", fixed("report", "{b}"), "the following arguments are required: --markdown"),
     ("report of a missing run", fixed("report", "{tmp}/nosuch", "--markdown", "{tmp}/r.md"), "does not exist"),
@@ -146,41 +156,47 @@ CASES: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("samples as strings", corrupt(TIMING, edit_record(lambda r: r.update(samples_us=[str(s) for s in r["samples_us"]]))),
      "holds sample 0 = '"),
     ("samples as a dict", corrupt(TIMING, edit_record(lambda r: r.update(samples_us={"median": 1.0}))),
-     "needs 'samples_us' to be a non-empty list of numbers"),
+     "field 'samples_us' must be a non-empty list of numbers"),
     ("empty samples", corrupt(TIMING, edit_record(lambda r: r.update(samples_us=[]))), "non-empty list"),
     ("NaN sample", corrupt(TIMING, set_sample(float("nan"))), "holds sample 3 = nan"),
     ("infinite sample", corrupt(TIMING, set_sample(float("inf"))), "holds sample 3 = inf"),
     ("zero sample", corrupt(TIMING, set_sample(0)), "holds sample 3 = 0"),
     ("negative sample", corrupt(TIMING, set_sample(-2.5)), "holds sample 3 = -2.5"),
     ("boolean sample", corrupt(TIMING, set_sample(True)), "holds sample 3 = True"),
-    ("no samples key", corrupt(TIMING, edit_record(lambda r: r.pop("samples_us"))), "not None"),
-    ("no kernel key", corrupt(TIMING, edit_record(lambda r: r.pop("kernel"))), "needs a non-empty text field 'kernel'"),
-    ("repeat as text", corrupt(TIMING, edit_record(lambda r: r.update(repeat="1"))), "'repeat' to be an integer"),
+    ("no samples key", corrupt(TIMING, edit_record(lambda r: r.pop("samples_us"))), "lacks the field(s) samples_us"),
+    ("no kernel key", corrupt(TIMING, edit_record(lambda r: r.pop("kernel"))), "lacks the field(s) kernel"),
+    ("repeat as text", corrupt(TIMING, edit_record(lambda r: r.update(repeat="1"))), "field 'repeat' must be an integer from 1, not '1'"),
     ("record of another target", corrupt(TIMING, edit_record(lambda r: r.update(shape="4096x128"))),
-     "not the target its path names"),
+     "not the rmsnorm 512x128 t32 rep1 its path names"),
     ("truncated timing file", corrupt(TIMING, lambda p: p.write_text(p.read_text()[:200])), "is not valid JSON"),
     ("timing file holding a list", corrupt(TIMING, lambda p: p.write_text("[1, 2, 3]")), "holds a JSON list"),
-    ("environment missing", corrupt("environment.json", lambda p: p.unlink()), "environment.json does not exist"),
+    ("environment missing", corrupt("environment.json", lambda p: p.unlink()), "environment.json: does not exist"),
     ("environment a string", corrupt("environment.json", lambda p: p.write_text('"H200"')), "holds a JSON str"),
     ("correctness layouts not a list", corrupt("correctness/rmsnorm/t32.json", edit_record(lambda r: r.update(layouts=7))),
-     "needs 'layouts' to be a list of layout names"),
+     "field 'layouts' must be a list of layout names"),
     ("control without its name", corrupt("controls/rmsnorm/tail.json", edit_record(lambda r: r.pop("control"))),
-     "needs a non-empty text field 'control'"),
+     "lacks the field(s) control"),
 ]
 
 
 @pytest.fixture(scope="module")
-def repo_before() -> str:
-    return repo_state()
+def runs(tmp_path_factory) -> dict[str, Path]:
+    from synthetic import write_run
+
+    root = tmp_path_factory.mktemp("bad-inputs")
+    RUNS.update(a=write_run(root, "a"), b=write_run(root, "b", seed=1))
+    yield RUNS
+    RUNS.clear()
 
 
 @pytest.mark.parametrize("name, make_args, expected", CASES, ids=[case[0] for case in CASES])
-def test_bad_input_gets_one_sentence_and_writes_nothing_outside(tmp_path, repo_before, name, make_args, expected):
+def test_bad_input_gets_one_sentence_and_writes_nothing_outside(tmp_path, runs, name, make_args, expected):
     work = tmp_path / "work"
     work.mkdir()
     args = make_args(work)
+    repo_before = repo_state()
     done = kernelkit(args, cwd=work)
     assert_one_sentence(done, expected)
     assert done.returncode == 2, f"{name}: exit {done.returncode}, expected 2 for unusable input"
-    assert repo_state() == repo_before
+    assert repo_state() <= repo_before
 

@@ -1,4 +1,5 @@
-"""A committed report and a committed diff opened in headless Chromium at 1280 px, as a reader would.
+"""A report and a diff of synthetic runs (tests/synthetic.py) opened in headless Chromium at 1280 px,
+as a reader would.
 
 Chromium runs the page with a probe script appended to a temporary copy: it records console
 errors, failed loads and broken images, and where the Answers block starts, and writes them
@@ -15,7 +16,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -60,8 +60,18 @@ def _probe(tmp_path: Path, page: Path) -> dict:
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
 
 
-def test_report_answers_on_the_first_screen_without_errors(tmp_path):
-    page = REPO / "reports" / "h200-s5a" / "report.html"
+def test_report_answers_on_the_first_screen_without_errors(tmp_path, synthetic_run):
+    from synthetic import timing_files
+
+    from kernelkit.cli import main
+
+    figures = tmp_path / "report" / "figures"
+    files = [str(p) for p in timing_files(synthetic_run)]
+    assert main(["figure", "--kernel", "rmsnorm", "--output", str(figures / "rmsnorm.svg"), *files]) == 0
+    assert main(["clock-figure", "--output", str(figures / "clocks.svg"), *files]) == 0
+    page = figures.parent / "report.html"
+    assert main(["report", str(synthetic_run), "--figures", str(figures), "--markdown", str(figures.parent / "report.md"),
+                 "--html", str(page)]) == 0
     probe = _probe(tmp_path, page)
     assert probe["width"] <= 1280 and probe["problems"] == [] and probe["broken"] == []
     assert probe["svgs"] >= 3  # the answers charts at least
@@ -72,8 +82,11 @@ def test_report_answers_on_the_first_screen_without_errors(tmp_path):
     print(f"screenshot of the first screen: {shot}")
 
 
-def test_diff_page_opens_without_errors(tmp_path):
-    page = sorted((REPO / "reports" / "diff").glob("*/diff.html"))[-1]
+def test_diff_page_opens_without_errors(tmp_path, synthetic_pair):
+    from kernelkit.cli import main
+
+    page = tmp_path / "diff.html"
+    assert main(["diff", *map(str, synthetic_pair), "--markdown", str(tmp_path / "diff.md"), "--html", str(page)]) == 0
     probe = _probe(tmp_path, page)
     assert probe["problems"] == [] and probe["broken"] == []
     shot = tmp_path / "diff-first-screen.png"

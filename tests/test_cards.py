@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 
@@ -139,20 +138,13 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
 
 @pytest.fixture()
 def two_card_run(tmp_path):
-    """A committed run whose rmsnorm 16384x8193 is labelled as timed on a second card, whose environment and
-    ceilings are another committed run's (another H200, its own measured ceilings)."""
-    run = tmp_path / "h200-s5a"
-    shutil.copytree(REPO / "results" / "h200-s5a", run)
-    other = REPO / "results" / "h200-p5a"
-    card = run / "gpus" / "1"
-    card.mkdir(parents=True)
-    shutil.copy(other / "environment.json", card / "environment.json")
-    shutil.copytree(other / "ceilings", card / "ceilings")
-    uuids = [json.loads((path / "environment.json").read_text())["gpu"]["uuid"] for path in (run, card)]
-    for path in run.glob("timing/*/*/*/rep*.json"):
-        record = json.loads(path.read_text())
-        index = 1 if (record["kernel"], record["shape"]) == ("rmsnorm", "16384x8193") else 0
-        path.write_text(json.dumps({**record, "gpu_uuid": uuids[index], "gpu_index": index}))
+    """A synthetic run whose rmsnorm 16384x8193 was timed on a second card, which has its own
+    environment and measured ceilings under gpus/1/."""
+    from synthetic import write_run
+
+    run = write_run(tmp_path, "two-cards", cards={("rmsnorm", "16384x8193"): 1})
+    uuids = [json.loads((path / "environment.json").read_text())["gpu"]["uuid"] for path in (run, run / "gpus" / "1")]
+    assert uuids[0] != uuids[1]
     return run, uuids
 
 
@@ -184,8 +176,11 @@ def test_layouts_timed_on_several_cards_are_flagged_in_report_and_hypotheses(two
     assert "compares cards on 512x128" in markdown
 
 
-def test_report_of_a_committed_run_without_cards_has_no_cards_line():
-    markdown = assemble.render_markdown(REPO / "results" / "h200-s5a")
+def test_report_of_a_run_whose_records_name_no_card_has_no_cards_line(tmp_path):
+    """Records of kits before cards were named (no gpu_uuid or gpu_index)."""
+    from synthetic import write_run
+
+    markdown = assemble.render_markdown(write_run(tmp_path, "cardless", legacy=True))
     assert "Cards:" not in markdown and "compares cards" not in markdown
 
 
@@ -206,22 +201,3 @@ def test_sweep_points_are_layouts_of_their_kernel_shape_and_count_in_its_work():
         per_layout = without.processes // len(kernel_layouts(plain, without.kernel))
         assert with_sweeps.processes - without.processes == points * per_layout
         assert with_sweeps.seconds > without.seconds
-
-
-def test_the_model_splits_the_gpu_time_a_committed_run_measured_nearly_evenly():
-    """h200-w2x1d timed the whole default config on one H200 and recorded, per job, how long it
-    held the GPU alone. Split by the model over two cards, that measured time lands at most 55/45
-    (a split by process count, 3 s each, put 58% on one card)."""
-    run = REPO / "results" / "h200-w2x1d"
-    config = json.loads((run / "config.json").read_text())
-    measured: dict[tuple[str, str], float] = {}
-    for path in [*run.glob("timing/**/*.json"), *run.glob("span/**/*.json")]:
-        record = json.loads(path.read_text())
-        key = (record["kernel"], record["shape"])
-        measured[key] = measured.get(key, 0.0) + record["job"]["exclusive_held_s"]
-    works = cards.expected_work(config, {name: specs.load(name) for name in config["kernels"]})
-    placed = cards.assign(works, [0, 1])
-    assert set(placed) == set(measured)
-    per_card = {card: sum(seconds for key, seconds in measured.items() if placed[key] == card) for card in (0, 1)}
-    assert sum(per_card.values()) > 30
-    assert max(per_card.values()) / sum(per_card.values()) <= 0.55

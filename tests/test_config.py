@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import re
 
 import pytest
@@ -163,7 +162,9 @@ def test_a_config_path_that_is_no_file(tmp_path, where, expected):
 
 
 def test_check_fits_compares_the_output_with_the_recorded_device_memory():
-    env = json.loads((REPO / "results" / "h200-s5a" / "environment.json").read_text())
+    from synthetic import environment_record
+
+    env = environment_record({"run": "fits"})  # an environment record of an H200-sized card
     device = env["gpu"]["memory_total_bytes"]
     spec = specs.load("rmsnorm")
     shape_bounds.check_fits(spec, (16384, 8193), device)  # a timed shape of that run: fits
@@ -176,10 +177,11 @@ def test_check_fits_compares_the_output_with_the_recorded_device_memory():
         shape_bounds.check_fits(spec, (rows // 3, 8192), device, copies=4)
 
 
-def test_every_committed_config_file_still_validates():
+def test_every_config_file_of_the_checkout_still_validates():
+    checked = 0
     for path in sorted((REPO / "config").glob("*.yaml")):
         config = kit_config.read_yaml(path)
         if {"run", "kernels", "timing"} <= set(config):
             kit_config.validate(config)
-    for path in sorted((REPO / "results").glob("*/config.json")):
-        kit_config.validate(json.loads(path.read_text()))
+            checked += 1
+    assert checked > 0

@@ -8,13 +8,12 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from conftest import sampler_settings
 
-from kernelkit import foreign, gpujob, gpulock, membership, quiet_gpu, sampler
+from kernelkit import foreign, gpujob, gpulock, quiet_gpu, sampler
 
 SELF, WAITING_KIT, OTHER, PREVIOUS = 4100, 4200, 9300, 4000
 SETTINGS = sampler_settings(interval_ms=10.0)
@@ -300,36 +299,38 @@ def test_a_stage_holding_the_gpu_waits_for_foreign_work_then_sees_none(tmp_path,
         device.busy[me].append((time.time(), time.time() + 0.2))
         time.sleep(0.1)
         reading = gpu.watcher.read()
-        # The kit's members are known where the kernel lists its locks; the period rule otherwise.
-        members_known = foreign.lock_members(membership.members_path(Path(gpu.work.lock_path))) is not None
+        # Holding the lock, no other kit process of this lock directory has a context on the GPU:
+        # with this process in NVML's pid space, every other process with a context is an outsider.
         assert reading["foreign_pids"] == []
-        assert reading["foreign_rule"] == ("by_pid_and_members" if members_known else "by_pid")
+        assert reading["foreign_rule"] == "by_pid_and_members"
         assert any(s["pid"] == me and s["sm_util"] > 0 and s["judged"] for s in reading["processes"])
     record = clock.describe()
     assert record["gpu_work"][0]["lock_path"].endswith("kernelkit-gpu-GPU-simulated-0.lock")
     assert record["lock_held_s"] >= gpu.idle_wait["waited_s"] >= 0.1
 
 
-MEMBER, GONE = 4300, 4400
+GONE = 4400
 
 
-def test_with_the_members_known_a_busy_outsider_is_foreign_even_in_a_stretch_shorter_than_a_driver_period():
+def test_holding_the_lock_a_busy_outsider_is_foreign_even_in_a_stretch_shorter_than_a_driver_period():
     """The driver samples processes every so often (here 2 s); a timed stretch of 50 ms sees no
-    sample that began after it, so the period rule judges nothing. Knowing the kit's members, the
-    outsider busy across the stretch is named, while a member busy until just before (its work
-    ended as it let the lock go) and a process that has exited are not. The stretch lies half a
+    sample that began after it, so the period rule judges nothing. Holding the lock (no other kit
+    process has a context: members are none), the outsider busy across the stretch is named, while
+    the previous holder busy until just before (its work ended as it let the lock go; the lock file
+    names it), an idle context and a process that has exited are not. The stretch lies half a
     period from the ticks on either side; a machine so loaded that the reads end past the next
     tick has not made a short stretch, and the stretch is made again (three times at most)."""
     period = 2.0
+    members: set[int] = set()
     for _ in range(3):
         t0 = (math.floor(time.time() / period) + 0.5) * period
         time.sleep(max(0.0, t0 - time.time()))
-        device = SimulatedDevice({SELF: [(t0, t0 + 10)], MEMBER: [(t0 - 5, t0)], GONE: [(t0 - 5, t0)],
+        device = SimulatedDevice({SELF: [(t0, t0 + 10)], PREVIOUS: [(t0 - 5, t0)], GONE: [(t0 - 5, t0)],
                                   WAITING_KIT: [], OTHER: [(t0 - 5, t0 + 10)]}, period_s=period, gone=(GONE,))
         time.sleep(0.05)
-        by_period = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0).read()
-        members = {SELF, MEMBER, WAITING_KIT}
-        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: members)
+        by_period = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, kit_pids=(PREVIOUS,), since_unix_s=t0).read()
+        watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, kit_pids=(PREVIOUS,), since_unix_s=t0,
+                                         members=lambda: members)
         reading = watcher.read()
         if time.time() - t0 < period / 2:
             break
@@ -343,61 +344,63 @@ def test_with_the_members_known_a_busy_outsider_is_foreign_even_in_a_stretch_sho
     summary = foreign.foreign_work([reading], [{"foreign": True}], busy_before_pct=100)
     assert summary["processes"] == [{"pid": OTHER, "max_sm_util": 100, "readings": 1}]
     assert summary["rule"] == "by_pid_and_members" and summary["samples_disturbed"] == 1
-    # The same outsider as a member of the kit (another job of this lock) is not foreign.
+    # A process the members name (the kit's, were there any) is not foreign.
     members.add(OTHER)
     assert watcher.read()["foreign_pids"] == []
 
 
-def test_with_the_members_known_an_outsider_that_stopped_long_ago_is_not_foreign():
+def test_holding_the_lock_an_outsider_that_stopped_long_ago_is_not_foreign():
     period = 0.2
     t0 = time.time()
     device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0 - 10, t0 - foreign.WINDOW_S - 1)]}, period_s=period)
     time.sleep(0.25)
-    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    watcher = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: set())
     assert watcher.read()["foreign_pids"] == []
-    # Unreadable members: the period rule, as before.
-    unknown = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: None)
+    # With the lock disabled (no members known, kernelkit.gpujob.exclusive_gpu): the period rule, as before.
+    unknown = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=None)
     assert unknown.read()["foreign_rule"] == "by_pid"
 
 
-def test_a_kit_process_that_logged_its_leaving_is_no_outsider_while_its_context_lingers(tmp_path):
-    """Seen on an H200: a racecheck child's membership ended before NVML stopped listing it, with
-    the busy samples of its last (locked) work just before a timing began. The stretch starts
-    0.1 s before a driver tick, so that tick's sample still holds the last 0.05 s of that work."""
-    period = 0.2
+def _lingering_previous_holder(period: float) -> tuple[float, SimulatedDevice]:
+    """A stretch that starts 0.1 s before a driver tick, just after the previous holder (OTHER)
+    ended: its context is still listed, and that tick's sample holds the last 0.05 s of its work."""
     t0 = (math.floor(time.time() / period) + 1) * period - 0.1
     time.sleep(max(0.0, t0 - time.time()))
     device = SimulatedDevice({SELF: [(t0, t0 + 10)], OTHER: [(t0 - 1.0, t0 - 0.05)]}, period_s=period)
     time.sleep(0.25)
-    leavers = tmp_path / "kernelkit-gpu-x.left"
-    leavers.write_text(f"garbage line\n{OTHER + 1} {t0 - 3600:.3f}\n{OTHER} {t0 - 0.04:.3f}\n")
-    assert foreign.recent_leavers(leavers) == {OTHER}  # the hour-old line and the garbage are not
-    assert foreign.recent_leavers(tmp_path / "missing.left") == set()
-    members = tmp_path / "kernelkit-gpu-x.members"
-    members.write_text("")
-    known = foreign.kit_members(members, leavers)
-    if known is None:
-        pytest.skip("this kernel has no readable /proc/locks")
-    assert OTHER in known
-    excused = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: known)
+    return t0, device
+
+
+def test_the_previous_holder_is_no_outsider_while_its_context_lingers():
+    """Seen on an H200: the kernel drops a process's lock before the driver has torn down its
+    context, and meanwhile NVML lists it with the busy samples of its last (locked) work, just
+    before the next holder's timing began. The lock file names the previous holder (kit_pids)."""
+    t0, device = _lingering_previous_holder(0.2)
+    excused = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, kit_pids=foreign.previous_holder_pids(
+        {"pid": str(OTHER), "host": "h"}), since_unix_s=t0, members=lambda: set())
     assert excused.read()["foreign_pids"] == []
-    # Without the log it is an outsider whose latest recent sample was busy.
-    blamed = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: {SELF})
+    # Not named by the lock file, it is an outsider whose latest recent sample was busy.
+    blamed = foreign.ProcessWatcher(FakeNvml(device), self_pid=SELF, since_unix_s=t0, members=lambda: set())
     assert blamed.read()["foreign_pids"] == [OTHER]
 
 
-def test_lock_members_reads_holders_and_waiters_of_one_file_from_the_kernels_table(tmp_path):
-    path = tmp_path / "kernelkit-gpu-x.members"
-    path.write_text("")
-    info = os.stat(path)
-    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
-    table = tmp_path / "locks"
-    table.write_text(f"1: FLOCK  ADVISORY  READ  1201 {where} 0 EOF\n"
-                     f"1: -> FLOCK  ADVISORY  WRITE 1202 {where} 0 EOF\n"
-                     f"2: FLOCK  ADVISORY  READ  1203 {where}9 0 EOF\n"
-                     f"3: POSIX  ADVISORY  WRITE 1204 {where} 0 EOF\n")
-    assert foreign.lock_members(path, locks_table=str(table)) == {1201, 1202}
-    assert foreign.lock_members(path, locks_table=str(tmp_path / "missing")) is None
+def test_the_timing_stages_exclusive_stretch_inside_its_shared_hold_excuses_the_previous_holder(tmp_path, monkeypatch):
+    """The timing and span stages take the GPU (gpujob.shared_gpu: context, modules, verification),
+    then, inside that hold, sample it (gpujob.exclusive_gpu), whose stretch takes no lock of its own.
+    The watcher of that stretch must still excuse the holder before this process, which the lock
+    file named when the hold was taken."""
+    monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
+    me = os.getpid()
+    settings = gpulock.LockSettings(enabled=True, dir=None, wait_for_idle=False, idle_timeout_s=1, idle_poll_s=0.1)
+    settings.lock_path("GPU-simulated-0").write_text(f"pid={OTHER}\nhost=h\nacquired_unix_s=0\n")
+    t0, device = _lingering_previous_holder(0.2)
+    device.busy[me] = device.busy.pop(SELF)
+    clock = gpujob.JobClock()
+    with gpujob.shared_gpu(FakeNvml(device), None, settings, clock) as held:
+        assert held.previous_holder["pid"] == str(OTHER)
+        with gpujob.exclusive_gpu(FakeNvml(device), None, settings, clock) as gpu:
+            assert OTHER in gpu.watcher.kit_pids, (gpu.work.describe(), gpu.watcher.kit_pids)
+            assert gpu.watcher.read()["foreign_pids"] == []
 
 
 def _short_stretch(period: float) -> float:

@@ -1,6 +1,6 @@
-"""Seeded random corruption of a committed run's files: the diff never shows a traceback.
+"""Seeded random corruption of a run's files: the diff never shows a traceback.
 
-A copy of results/h200-q-on gets one corruption at a time (truncation, flipped bytes, a value of
+A copy of a synthetic run B (tests/synthetic.py) gets one corruption at a time (truncation, flipped bytes, a value of
 the wrong type, NaN or infinity, a missing key, a file of another JSON type), and the command
 runs over it in-process. Every outcome must be an exit code the kit documents for it: the diff
 gives 0 or 1 when the corruption did not touch what it reads, 2 with one sentence when it did;
@@ -19,12 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from conftest import REPO
-
 from kernelkit.cli import main
 
-SOURCE_RUN = REPO / "results" / "h200-q-on"
-REFERENCE_RUN = REPO / "results" / "h200-q-off"  # the same configurations, untouched
 BAD_VALUES: list[Any] = [None, "x", "", {}, [], True, float("nan"), float("inf"), -float("inf"), 0, -1, 1e308,
                          5e-324, [1, "a"], {"a": 1}, 2**70]
 
@@ -110,15 +106,15 @@ def run_in_process(argv: list[str]) -> tuple[int, str]:
 DIFF_INPUTS = ("timing/*/*/*/rep*.json", "environment.json", "correctness/*/*.json", "controls/*/*.json")
 
 
-def fuzz_command(tmp_path: Path, argv_for: Callable[[Path], list[str]], cases: int, seed: int,
+def fuzz_command(tmp_path: Path, source: Path, argv_for: Callable[[Path], list[str]], cases: int, seed: int,
                  inputs: tuple[str, ...] = DIFF_INPUTS) -> list[Outcome]:
-    """Corrupt one file of a copy of SOURCE_RUN per case, run `kernelkit argv_for(copy)`, restore the file.
+    """Corrupt one file of a copy of `source` per case, run `kernelkit argv_for(copy)`, restore the file.
 
     Each case picks a kind of input (a pattern of `inputs`) and then a file of that kind, so that the
     single environment.json is hit as often as the many timing files.
     """
-    run = tmp_path / SOURCE_RUN.name
-    shutil.copytree(SOURCE_RUN, run)
+    run = tmp_path / source.name
+    shutil.copytree(source, run)
     kinds = [sorted(run.glob(pattern)) for pattern in inputs]
     rng = random.Random(seed)
     outcomes = []
@@ -133,7 +129,14 @@ def fuzz_command(tmp_path: Path, argv_for: Callable[[Path], list[str]], cases: i
 
 
 def test_diff_of_randomly_corrupted_runs_never_shows_a_traceback(tmp_path):
-    outcomes = fuzz_command(tmp_path, lambda run: ["diff", str(REFERENCE_RUN), str(run)], cases=80, seed=20261130)
+    from synthetic import write_run
+
+    # Two small runs of the same configurations (the diff's bootstrap is most of a case's time); the
+    # reference stays untouched.
+    kernels = {"rmsnorm": {"layouts": ["t32", "t256"], "shapes": ["512x128", "4096x4096"]}}
+    reference, source = (write_run(tmp_path, name, kernels=kernels, seed=seed) for name, seed in (("a", 0), ("b", 1)))
+    outcomes = fuzz_command(tmp_path / "fuzz", source, lambda run: ["diff", str(reference), str(run)], cases=80,
+                            seed=20261130)
     for outcome in outcomes:
         assert "Traceback" not in outcome.stderr, outcome
         assert outcome.code in (0, 1, 2), outcome

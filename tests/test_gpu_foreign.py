@@ -103,30 +103,38 @@ def test_idle_contexts_of_other_processes_are_not_foreign():
     assert all(not r["foreign_pids"] for r in readings if r["foreign_pids"] is not None)
 
 
-def test_two_processes_take_turns_on_the_gpu(tmp_path, monkeypatch):
+def test_two_processes_take_turns_on_the_gpu_each_until_it_exits(tmp_path, monkeypatch):
+    """Each process takes the lock before its CUDA context and, as a command's own process, keeps it
+    until it exits (its context dies inside the lock): the other's hold begins after that."""
+    import json
+
     _, nvml = nvml_here()
     monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path))
     key = gpujob.gpu_key(nvml)
-    program = ("import sys, time, json; from kernelkit import gpulock; import cupy as cp; cp.ones(1)\n"
+    program = ("import sys, time, json; from kernelkit import gpulock\n"
+               "gpulock.command_is_process()\n"
                "with gpulock.gpu_work(sys.argv[1], gpulock.LockSettings()) as w:\n"
+               "    import cupy as cp\n"
                "    a = cp.ones((4096, 4096), dtype=cp.float32)\n"
                "    for _ in range(200): a = a @ a * 1e-3\n"
                "    cp.cuda.Device().synchronize()\n"
-               "print(json.dumps(w.describe()))")
+               "time.sleep(0.5)  # still holding: the context and the lock last until the process exits\n"
+               "import os; print(json.dumps({**w.describe(), 'pid': os.getpid(), 'exiting_unix_s': time.time()}))")
     env = kit_env(REPO)
     runs = [subprocess.Popen([sys.executable, "-c", program, key], stdout=subprocess.PIPE, text=True, env=env)
             for _ in range(2)]
-    import json
-
     first, second = sorted((json.loads(r.communicate(timeout=120)[0]) for r in runs),
                            key=lambda w: w["acquired_unix_s"])
-    assert second["acquired_unix_s"] >= first["released_unix_s"]
+    assert not first["nested"] and not second["nested"] and second["contended"]
+    assert second["acquired_unix_s"] >= first["exiting_unix_s"] >= first["acquired_unix_s"] + first["held_s"] + 0.5
+    assert second["previous_holder"]["pid"] == str(first["pid"])
 
 
 def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, monkeypatch):
-    """The wiring: `kernelkit time` started twice at once holds the GPU one after the other, records
-    the lock it took (this GPU's UUID), its waits and wall time, and sees no foreign work from the
-    other kit process (which sat in the lock holding an idle context, or compiled on the CPU)."""
+    """The wiring: `kernelkit time` (two layouts each) started twice at once holds the GPU one process
+    after the other, each from its first GPU work until it exits, records the lock it took (this
+    GPU's UUID), its waits and wall time, and sees no foreign work from the other kit process (which
+    waited for the lock before it made a context, or had exited)."""
     import json
 
     from conftest import default_config
@@ -138,51 +146,48 @@ def test_two_timing_jobs_at_once_take_turns_and_record_their_waits(tmp_path, mon
 
     _, nvml = nvml_here()
     monkeypatch.setenv(gpulock.LOCK_DIR_VARIABLE, str(tmp_path / "locks"))
-    correctness = tmp_path / "correctness.json"
-    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t32", "--output", str(correctness)]) == 0
-    controls = [str(tmp_path / f"{name}.json") for name in sorted(specs.load("rmsnorm").mutations)]
-    for name, output in zip(sorted(specs.load("rmsnorm").mutations), controls):
-        # Every hand-written layout, as the workflow runs controls (the vec_* controls mutate only vec).
-        every_layout = [arg for layout in specs.load("rmsnorm").layouts for arg in ("--layout", layout)]
-        assert main(["control", "--kernel", "rmsnorm", "--control", name, *every_layout, "--output", output]) == 0
+    rmsnorm = specs.load("rmsnorm")
+    layouts = ["t32", "vec"]
+    assert main(["correctness", "--kernel", "rmsnorm", *[a for name in layouts for a in ("--layout", name)],
+                 "--output-dir", str(tmp_path / "correctness")]) == 0
+    # Every hand-written layout, as the workflow runs controls (the vec_* controls mutate only vec).
+    every_layout = [arg for layout in rmsnorm.layouts for arg in ("--layout", layout)]
+    assert main(["control", "--kernel", "rmsnorm", *every_layout, "--output-dir", str(tmp_path / "controls")]) == 0
+    correctness = [str(tmp_path / "correctness" / f"{name}.json") for name in layouts]
+    controls = [str(tmp_path / "controls" / f"{name}.json") for name in rmsnorm.mutations]
     settings = TimingSettings.json_from_config(default_config())
     env = kit_env(REPO)
-    outputs = [tmp_path / f"rep{n}.json" for n in (1, 2)]
+    output = tmp_path / "timing"
     jobs = [subprocess.Popen([sys.executable, "-m", "kernelkit", "time", "--kernel", "rmsnorm", "--shape", "4096x4096",
-                              "--layout", "t32", "--repeat", str(n), "--order-seed", "0", "--order-key", "0",
-                              "--cache", "warm", "--settings", settings, "--correctness", str(correctness),
-                              "--controls", *controls, "--output", str(output)], env=env)
-            for n, output in zip((1, 2), outputs)]
+                              *[a for name in layouts for a in ("--layout", name)], "--repeat", str(n), "--order-seed", "0",
+                              "--order-key", "0", "--cache", "warm", "--settings", settings, "--correctness", *correctness,
+                              "--controls", *controls, "--output-dir", str(output)], env=env)
+            for n in (1, 2)]
     assert [job.wait(timeout=300) for job in jobs] == [0, 0]
-    records = [read_json(output) for output in outputs]
-    # Each job shared the GPU while it loaded and checked, had it alone while it timed, and shared
-    # it again until it exited (its CUDA context died inside the lock). No job's exclusive stretch
-    # overlaps anything of the other's.
-    def shared_parts(job: dict) -> list[tuple[float, float]]:
-        shared, exclusive = job["gpu_work"]
-        return [(shared["acquired_unix_s"], exclusive["acquired_unix_s"] - exclusive["waited_s"]),
-                (exclusive["released_unix_s"], job["ended_unix_s"])]
-
-    for record in records:
-        works = record["job"]["gpu_work"]
-        assert [w["mode"] for w in works] == ["shared", "exclusive"]
-        assert works[0]["kept_until_exit"] and works[0]["released_unix_s"] is None
-        assert works[1]["upgraded"] and not works[1]["kept_until_exit"]
-    for mine, other in (records, records[::-1]):
-        exclusive = mine["job"]["gpu_work"][1]
-        alone = (exclusive["acquired_unix_s"], exclusive["released_unix_s"])
-        for start, end in shared_parts(other["job"]) + [(other["job"]["gpu_work"][1]["acquired_unix_s"],
-                                                         other["job"]["gpu_work"][1]["released_unix_s"])]:
-            assert not (start < alone[1] and alone[0] < end), (alone, start, end)
+    by_repeat = {n: [read_json(output / name / f"rep{n}.json") for name in layouts] for n in (1, 2)}
+    records = [record for n in (1, 2) for record in by_repeat[n]]
+    holds = {}
+    for n, mine in by_repeat.items():
+        # One process timed both layouts; it took the lock once (its first stretch) and held it on.
+        assert len({json.dumps(r["job"]["process"], sort_keys=True) for r in mine}) == 1
+        last = max(mine, key=lambda r: r["job"]["ended_unix_s"])
+        works = last["job"]["gpu_work"]
+        assert not works[0]["nested"] and all(w["nested"] for w in works[1:]) and len(works) == 2 * len(layouts)
+        assert all(w["mode"] == "exclusive" and w["enabled"] for w in works)
+        holds[n] = (works[0]["acquired_unix_s"], last["job"]["ended_unix_s"])
+    # Neither process's hold (acquisition to its last record, before it exited) overlaps the other's.
+    (a_start, a_end), (b_start, b_end) = sorted(holds.values())
+    assert b_start >= a_end, holds
     for record in records:
         assert record["job"]["gpu_keys"] == [gpujob.gpu_key(nvml)]
         assert record["job"]["wall_s"] >= record["job"]["lock_waited_s"] + record["job"]["lock_held_s"]
         assert record["idle_wait"] is None
         if isinstance(record["foreign_work"]["processes"], list):
             assert record["foreign_work"]["processes"] == [], json.dumps(record["foreign_work"])
-    assert read_json(correctness)["job"]["gpu_keys"] == [gpujob.gpu_key(nvml)]
+    assert read_json(correctness[0])["job"]["gpu_keys"] == [gpujob.gpu_key(nvml)]
     summary = run_time(records)
-    # Both are rounded to microseconds from different sums, so they may differ in the last place.
+    # A process counts once however many records it wrote. Both are rounded to microseconds from
+    # different sums, so they may differ in the last place.
     assert summary["jobs"] == 2 and summary["wall_s"] >= max(r["job"]["wall_s"] for r in records) - 1e-6
 
 

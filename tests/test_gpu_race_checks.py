@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,8 @@ def _fixtures():
     return module
 
 
-def _time(shape, layout, correctness, controls, sanitizer, output):
+def _time(shape, layout, correctness, controls, sanitizer, output_dir):
+    """`kernelkit time` of one layout; its record goes to output_dir/<layout>/rep1.json."""
     from kernelkit.timing import TimingSettings
 
     config = default_config()
@@ -39,24 +43,29 @@ def _time(shape, layout, correctness, controls, sanitizer, output):
     return main(["time", "--kernel", "rmsnorm", "--shape", shape, "--layout", layout, "--repeat", "1",
                  "--order-seed", "0", "--order-key", "0", "--cache", "warm",
                  "--settings", TimingSettings.json_from_config(config), "--correctness", str(correctness),
-                 "--controls", *map(str, controls), "--sanitizer", *map(str, sanitizer), "--output", str(output)])
+                 "--controls", *map(str, controls), "--sanitizer", *map(str, sanitizer), "--output-dir", str(output_dir)])
 
 
 def _controls(tmp_path, spec):
-    paths = []
-    for control in sorted(spec.mutations):
-        paths.append(tmp_path / f"{control}.json")
-        hand_written = [arg for layout in spec.layouts for arg in ("--layout", layout)]  # vec_* mutate only vec
-        assert main(["control", "--kernel", "rmsnorm", "--control", control, *hand_written,
-                     "--output", str(paths[-1])]) == 0, control
-    return paths
+    """Every control of the spec in one `control` process, over every hand-written layout (vec_*
+    mutate only vec), as the workflow's negative_controls job runs them: their records."""
+    hand_written = [arg for layout in spec.layouts for arg in ("--layout", layout)]
+    assert main(["control", "--kernel", "rmsnorm", *hand_written, "--output-dir", str(tmp_path / "controls")]) == 0
+    return [tmp_path / "controls" / f"{control}.json" for control in spec.mutations]
+
+
+def _correctness(tmp_path, kernel, layout):
+    """`kernelkit correctness` of one layout: its exit code and where its record goes (<layout>.json)."""
+    code = main(["correctness", "--kernel", kernel, "--layout", layout, "--output-dir", str(tmp_path / "correctness")])
+    return code, tmp_path / "correctness" / f"{layout}.json"
 
 
 @pytest.mark.parametrize("layout", ["t32", "t256"])
 def test_barrier_control_is_caught_in_each_layout_alone(tmp_path, layout):
-    output = tmp_path / "barrier.json"
+    output = tmp_path / "controls" / "barrier.json"
     assert main(["control", "--kernel", "rmsnorm", "--control", "barrier", "--layout", layout,
-                 "--output", str(output)]) == 0
+                 "--output-dir", str(output.parent)]) == 0
+    assert [path.name for path in output.parent.iterdir()] == ["barrier.json"]
     record = read_json(output)
     # Caught by the layout's own cases, or by racecheck run over that layout alone.
     raced = record["racecheck"] is not None and record["racecheck"]["layouts"] == [layout] and record["racecheck"]["hazards"]
@@ -74,9 +83,10 @@ def test_barrier_removed_build_is_stopped_before_timing(tmp_path, monkeypatch, c
     spec = specs.load("rmsnorm")
     assert "__syncthreads();\n    }" not in spec.source_text()  # the loop's barrier is gone
     controls = _controls(tmp_path, spec)
-    correctness, sanitizer = tmp_path / f"{layout}.json", tmp_path / f"sanitizer-{layout}.json"
+    sanitizer = tmp_path / f"sanitizer-{layout}.json"
     stopped_by = None
-    if main(["correctness", "--kernel", "rmsnorm", "--layout", layout, "--output", str(correctness)]) != 0:
+    code, correctness = _correctness(tmp_path, "rmsnorm", layout)
+    if code != 0:
         stopped_by = "correctness or determinism"
     elif main(["sanitize", "--kernel", "rmsnorm", "--layout", layout, "--output", str(sanitizer)]) != 0:
         stopped_by = "sanitizer"
@@ -89,7 +99,7 @@ def test_barrier_removed_build_is_stopped_before_timing(tmp_path, monkeypatch, c
     print(f"{layout}: stopped by {stopped_by}: {sentence}")
     # Stopped for the race, not for a broken tool run: a failed case, or a reported error or hazard.
     assert ("correctness cases failed" in sentence) if stopped_by != "sanitizer" else (" reports " in sentence), sentence
-    timing = tmp_path / "rep1.json"
+    timing = tmp_path / "timing"
     assert _time("512x4096", layout, correctness, controls, [sanitizer], timing) == 2
     assert not timing.exists()
 
@@ -100,17 +110,18 @@ def test_kernel_wrong_only_beyond_the_checked_shapes_is_stopped_at_its_timed_sha
     monkeypatch.setenv("KERNELKIT_KERNELS", str(kernels))
     spec = specs.load("rmsnorm")
     controls = _controls(tmp_path, spec)  # every control, the barrier included, is still caught
-    correctness, sanitizer = tmp_path / "t256.json", tmp_path / "sanitizer.json"
-    assert main(["correctness", "--kernel", "rmsnorm", "--layout", "t256", "--output", str(correctness)]) == 0
+    sanitizer = tmp_path / "sanitizer.json"
+    code, correctness = _correctness(tmp_path, "rmsnorm", "t256")
+    assert code == 0
     assert main(["sanitize", "--kernel", "rmsnorm", "--layout", "t256", "--output", str(sanitizer)]) == 0
     capsys.readouterr()
 
-    inside = tmp_path / "inside.json"  # the widest checked width: right, verified and timed
+    inside = tmp_path / "inside"  # the widest checked width: right, verified and timed
     assert _time("512x8193", "t256", correctness, controls, [sanitizer], inside) == 0
-    verified = read_json(inside)["verified"]
+    verified = read_json(inside / "t256" / "rep1.json")["verified"]
     assert verified["passed"] is True and verified["reference"] == "float64 on GPU"
 
-    beyond = tmp_path / "beyond.json"
+    beyond = tmp_path / "beyond"
     assert _time("512x16384", "t256", correctness, controls, [sanitizer], beyond) == 2
     err = capsys.readouterr().err
     assert "rmsnorm 512x16384 t256: output at the timed shape differs from the float64 reference in " in err
@@ -128,20 +139,18 @@ def test_timing_records_the_verification_of_its_own_output(tmp_path, kernel, sha
     spec = specs.load(kernel)
     if spec.is_baseline(layout) and library.missing_reason(spec.baselines[layout].package):
         pytest.skip(library.missing_reason(spec.baselines[layout].package))
-    correctness = tmp_path / "correctness.json"
-    assert main(["correctness", "--kernel", kernel, "--layout", layout, "--output", str(correctness)]) == 0
+    code, correctness = _correctness(tmp_path, kernel, layout)
+    assert code == 0
     hand_written = [arg for name in spec.layouts for arg in ("--layout", name)]
-    controls = []
-    for control in sorted(spec.mutations):
-        controls.append(str(tmp_path / f"{control}.json"))
-        assert main(["control", "--kernel", kernel, "--control", control, *hand_written, "--output", controls[-1]]) == 0
+    assert main(["control", "--kernel", kernel, *hand_written, "--output-dir", str(tmp_path / "controls")]) == 0
+    controls = [str(tmp_path / "controls" / f"{control}.json") for control in spec.mutations]
     config = default_config()
     config["timing"].update(samples=3)
-    output = tmp_path / "rep1.json"
+    output = tmp_path / "timing"
     assert main(["time", "--kernel", kernel, "--shape", shape, "--layout", layout, "--repeat", "1", "--order-seed", "0",
                  "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
-                 "--correctness", str(correctness), "--controls", *controls, "--output", str(output)]) == 0
-    verified = read_json(output)["verified"]
+                 "--correctness", str(correctness), "--controls", *controls, "--output-dir", str(output)]) == 0
+    verified = read_json(output / layout / "rep1.json")["verified"]
     assert verified["passed"] is True and verified["mismatched"] == 0
     # Every kernel's reference runs on CuPy arrays (neighbor's through library.array_module); a small
     # shape's is computed on the CPU before the lock.
@@ -149,47 +158,63 @@ def test_timing_records_the_verification_of_its_own_output(tmp_path, kernel, sha
 
 
 def test_sanitizer_runs_only_the_chosen_cases_and_is_clean_on_the_real_kernels(tmp_path):
+    """As the workflow's sanitize job runs it: every hand-written layout of a kernel in one
+    `kernelkit correctness --sanitizer-cases` child per tool."""
     if shutil.which("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not on the PATH (the sanitizer target then records skipped)")
     for kernel in specs.available():
         spec = specs.load(kernel)
-        for layout in spec.layouts:
-            output = tmp_path / f"{kernel}-{layout}.json"
-            assert main(["sanitize", "--kernel", kernel, "--layout", layout, "--output", str(output)]) == 0, (kernel, layout)
-            record = read_json(output)
-            assert len(record["cases"]) == len(spec.sanitizer_shapes_used())
-            assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
-            # Every case launched under each tool, and the binary checked is the one a timing loads.
-            assert {tool: result["launches"] for tool, result in record["tools"].items()} == {
-                "memcheck": len(record["cases"]), "racecheck": len(record["cases"])}
-            assert record["binaries"] == {layout: device.compile_layout(spec, layout).binary_sha256}
+        layouts = list(spec.layouts)
+        output = tmp_path / f"{kernel}.json"
+        assert main(["sanitize", "--kernel", kernel, *[a for name in layouts for a in ("--layout", name)],
+                     "--output", str(output)]) == 0, kernel
+        record = read_json(output)
+        assert record["layouts"] == layouts and len(record["cases"]) == len(spec.sanitizer_shapes_used())
+        assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
+        assert {tool: (result["status"], result["exit_code"]) for tool, result in record["tools"].items()} == {
+            "memcheck": ("ran", 0), "racecheck": ("ran", 0)}
+        assert "by_layout" not in record  # nothing found, so no tool ran each layout alone
+        # The binary checked is the one a timing loads.
+        assert record["binaries"] == {layout: device.compile_layout(spec, layout).binary_sha256 for layout in layouts}
 
 
-def test_a_waiting_child_sees_the_race_a_new_child_sees(tmp_path, monkeypatch):
-    """A racecheck child started before its plan (kernelkit.standby) and claimed by the `barrier`
-    control's run finds the race a child started by that run finds, over the same launches."""
+def _own_process(argv: list[str], lock_dir: Path, timeout_s: float = 600) -> tuple[subprocess.CompletedProcess, float]:
+    """`python -m kernelkit ARGV` as the workflow runs it: a process of its own, which keeps its GPU
+    hold until it exits; with this test's lock directory. Its result and wall time."""
+    from conftest import REPO, kit_env
+
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "kernelkit", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout_s, env=kit_env(REPO, KERNELKIT_LOCK_DIR=str(lock_dir)))
+    return done, time.monotonic() - began
+
+
+def test_the_sanitizer_job_holds_the_gpu_and_its_tools_children_run_under_its_hold(tmp_path):
+    """The sanitize command, its own process, takes the GPU lock and keeps it until it exits; each
+    tool's `kernelkit correctness` child runs under that hold (kernelkit.gpulock.child_environment),
+    though compute-sanitizer, not the holder, is its parent. Waiting for the lock there would last
+    until the tool's timeout (900 s)."""
     if shutil.which("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not on the PATH (no child is started then)")
-    from kernelkit import standby, tools
-
-    monkeypatch.setenv("KERNELKIT_LOCK_DIR", str(tmp_path / "locks"))
-    assert len(standby.start({"racecheck": 1, "memcheck": 1})) == 2
-    waited = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
-    fresh = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
-    assert "waiting_child" in waited and "waiting_child" not in fresh
-    assert waited["hazards"] > 0 and fresh["hazards"] > 0 and waited["launches"] == fresh["launches"] > 0
-    record = tools.sanitize("rmsnorm", ["t32", "t256"])  # the memcheck child waits; racecheck's is new
-    assert "waiting_child" in record["tools"]["memcheck"] and "waiting_child" not in record["tools"]["racecheck"]
+    output = tmp_path / "rmsnorm.json"
+    done, seconds = _own_process(["sanitize", "--kernel", "rmsnorm", "--layout", "t32", "--layout", "t256",
+                                  "--output", str(output)], tmp_path / "locks")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    record = read_json(output)
     assert {tool: result["errors"] for tool, result in record["tools"].items()} == {"memcheck": 0, "racecheck": 0}
-    assert not list((tmp_path / "locks").glob("kernelkit-standby-*/*/*"))
+    assert seconds < 300 and all(result["wall_s"] < 120 for result in record["tools"].values()), record["tools"]
+    assert not record["job"]["gpu_work"][0]["nested"]
 
 
-def test_the_waiting_childs_lock_key_from_the_driver_is_the_jobs():
-    """driver_launch.lock_key (the driver's UUID, no NVML, no context) names the lock that the
-    kit's jobs name through NVML (kernelkit.gpujob.gpu_key), so a waiting child made its context
-    holding the jobs' lock."""
-    from kernelkit import driver_launch, environment, gpujob
-
-    driver = driver_launch.Driver()
-    bus_id = device.cupy().cuda.Device(0).pci_bus_id
-    assert driver_launch.lock_key(driver, driver_launch.first_device(driver)) == gpujob.gpu_key(environment.Nvml(bus_id), bus_id)
+def test_the_barrier_control_as_its_own_process_sees_the_race_under_its_hold(tmp_path):
+    """The `barrier` control's racecheck child runs beside the control's own cases, under the hold
+    its parent took first (kernelkit.tools.hold_gpu), as in the workflow's negative_controls job."""
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer is not on the PATH (no child is started then)")
+    folder = tmp_path / "controls"
+    done, seconds = _own_process(["control", "--kernel", "rmsnorm", "--control", "barrier", "--layout", "t32",
+                                  "--layout", "t256", "--layout", "vec", "--output-dir", str(folder)], tmp_path / "locks")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    racecheck = read_json(folder / "barrier.json")["racecheck"]
+    assert racecheck["status"] == "ran" and racecheck["hazards"] > 0 and racecheck["wall_s"] < 120, racecheck
+    assert seconds < 300

@@ -29,8 +29,8 @@ class Recorder:
 sys.meta_path.insert(0, Recorder())
 
 import numpy as np
-from kernelkit import (ceilings, checks, cli, controls, device, environment, foreign, gpujob, gpulock, inputs, library, sampler,
-                       span, spec, stats, timing, tools)
+from kernelkit import (ceilings, checks, cli, controls, device, environment, foreign, gpujob, gpulock, inputs, library, plan,
+                       sampler, span, spec, stats, timing, tools)
 
 for name in spec.available():
     kernel = spec.load(name)

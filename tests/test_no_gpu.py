@@ -9,17 +9,18 @@ from kernelkit.cli import main
 
 
 @pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
-@pytest.mark.parametrize("argv", [
-    ["environment"],
-    ["correctness", "--kernel", "rmsnorm"],
+@pytest.mark.parametrize("argv, output", [
+    (["environment"], "--output"),
+    (["correctness", "--kernel", "rmsnorm"], "--output-dir"),
+    (["control", "--kernel", "rmsnorm", "--layout", "t32", "--layout", "t256"], "--output-dir"),
 ])
-def test_gpu_stages_fail_with_one_sentence_and_no_file(tmp_path, capsys, argv):
-    output = tmp_path / "out.json"
-    assert main([*argv, "--output", str(output)]) == 2
+def test_gpu_stages_fail_with_one_sentence_and_no_file(tmp_path, capsys, argv, output):
+    written = tmp_path / "out"
+    assert main([*argv, output, str(written)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err
-    assert not output.exists()
+    assert not written.exists()
 
 
 @pytest.mark.parametrize("key, value, expected", [
@@ -33,12 +34,15 @@ def test_time_refuses_a_setting_out_of_range_before_any_gpu_work(tmp_path, capsy
 
     from kernelkit.timing import TimingSettings
 
+    from kernelkit import spec as specs
+
     config = default_config()
     config["timing"][key] = value
-    output = tmp_path / "out.json"
-    argv = ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--repeat", "1", "--order-seed", "0",
-            "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
-            "--correctness", str(tmp_path / "missing.json"), "--output", str(output)]
+    correctness, controls = _checked_records(tmp_path, specs.load("rmsnorm"))
+    output = tmp_path / "out"
+    argv = ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--layout", "vec", "--repeat", "1",
+            "--order-seed", "0", "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
+            "--correctness", *correctness, "--controls", *controls, "--output-dir", str(output)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err and err.endswith(f"not {value}\n")
@@ -74,17 +78,22 @@ def test_a_settings_slice_missing_a_key_without_default_is_named(tmp_path, capsy
 
 
 def _checked_records(tmp_path, spec):
-    """Correctness and control records as the checks stage writes them, for the current source."""
+    """Correctness records (one per hand-written layout, <layout>.json) and control records as the
+    checks stages write them, for the current source."""
     from kernelkit.records import write_record
 
-    correctness = tmp_path / "correctness.json"
-    write_record(correctness, {"passed": True, "layouts": list(spec.layouts), "skipped": {},
-                               "source_sha256": spec.source_sha256()})
+    (tmp_path / "correctness").mkdir()
+    (tmp_path / "controls").mkdir()
+    correctness = []
+    for layout in spec.layouts:
+        correctness.append(str(tmp_path / "correctness" / f"{layout}.json"))
+        write_record(correctness[-1], {"passed": True, "layouts": [layout], "skipped": {},
+                                       "source_sha256": spec.source_sha256()})
     controls = []
     for control in spec.mutations:
-        controls.append(str(tmp_path / f"{control}.json"))
+        controls.append(str(tmp_path / "controls" / f"{control}.json"))
         write_record(controls[-1], {"control": control, "caught": True})
-    return str(correctness), controls
+    return correctness, controls
 
 
 @pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is visible here; this test is for machines without one")
@@ -99,19 +108,20 @@ def test_time_span_and_ceiling_with_valid_settings_stop_at_the_gpu_with_one_sent
 
     config, spec = default_config(), specs.load("rmsnorm")
     correctness, controls = _checked_records(tmp_path, spec)
-    output = tmp_path / "out.json"
+    t32 = next(name for name in correctness if name.endswith("/t32.json"))
+    output = tmp_path / "out"
     commands = [
-        ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--repeat", "1", "--order-seed", "0",
-         "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
-         "--correctness", correctness, "--controls", *controls],
-        ["span", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--correctness", correctness,
+        ["time", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--layout", "vec", "--repeat", "1",
+         "--order-seed", "0", "--order-key", "0", "--cache", "warm", "--settings", TimingSettings.json_from_config(config),
+         "--correctness", *correctness, "--controls", *controls, "--output-dir"],
+        ["span", "--kernel", "rmsnorm", "--shape", "512x128", "--layout", "t32", "--correctness", t32,
          "--controls", *controls, "--repeat", "1",
          "--settings", SpanSettings.json_from_config({**config, "span": {"warmup_calls": 1, "rounds": 1,
-                                                                          "samples_per_round": 1}})],
-        ["ceiling", "--kind", "copy", "--settings", CeilingSettings.json_from_config(config)],
+                                                                          "samples_per_round": 1}}), "--output"],
+        ["ceiling", "--kind", "copy", "--settings", CeilingSettings.json_from_config(config), "--output"],
     ]
     for argv in commands:
-        assert main([*argv, "--output", str(output)]) == 2
+        assert main([*argv, str(output)]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and ("CuPy is not installed" in err or "no usable NVIDIA GPU or driver" in err), err
         assert not output.exists()
@@ -148,10 +158,10 @@ def test_the_workflow_check_says_what_a_gpu_stage_would_say(tmp_path, capsys):
 def test_a_driver_without_a_cuda_library_is_named_in_one_sentence(monkeypatch):
     import importlib.util
 
-    from kernelkit import device, driver_launch
+    from kernelkit import device
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: object())  # as if CuPy were installed
-    monkeypatch.setattr(driver_launch.Driver.__init__, "__defaults__", ("libcuda-not-on-this-machine.so.1",))
+    monkeypatch.setattr(device.Driver.__init__, "__defaults__", ("libcuda-not-on-this-machine.so.1",))
     problem = device.gpu_problem()
     assert problem.startswith("no usable NVIDIA GPU or driver: libcuda-not-on-this-machine.so.1 cannot be loaded")
     assert "\n" not in problem

@@ -1,18 +1,21 @@
-"""Targets: what the default config asks for, and the order the timed targets run in."""
+"""The target plan (kernelkit.plan): which jobs the default config makes, what each writes, and the
+order the scheduler runs them in; checked on the Plan itself and on Snakemake's dry run."""
 
 from __future__ import annotations
 
 import copy
 import re
-import subprocess
-import sys
+from typing import NamedTuple
 
 import pytest
-from conftest import REPO, committed_timings, default_config, job_counts, snakemake
+from conftest import REPO, committed_timings, job_counts, snakemake
 
 from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
 from kernelkit import spec as specs
+from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan, layout_order, order_key
+
+ONE_TIMING = "results/local/timing/rmsnorm/512x128/t32/rep1.json"
 
 
 @pytest.fixture(scope="module")
@@ -20,143 +23,267 @@ def good():
     return kit_config.load(REPO / "config" / "config.yaml")
 
 
-def test_plan_times_every_configuration_once_per_repeat(good):
-    plan = kit_config.timing_plan(good)
-    # rmsnorm 9 shapes x 5 layouts; matmul 2 x 6; layernorm 2 x 7; bias_gelu 1 x 6; triangle and neighbor 1 x 5.
-    configurations = 45 + 12 + 14 + 6 + 5 + 5
-    assert len(plan) == configurations * 3
-    assert len({t.key for t in plan}) == len(plan)
-    assert [t.repeat for t in plan] == [1] * configurations + [2] * configurations + [3] * configurations
+def plan_of(config) -> Plan:
+    return Plan(config, {name: specs.load(name) for name in config["kernels"]})
+
+
+@pytest.fixture(scope="module")
+def plan(good):
+    return plan_of(good)
+
+
+# --- the Plan -------------------------------------------------------------------------------------
+def test_each_kernel_has_one_correctness_one_control_and_one_sanitizer_job_a_record_each(good, plan):
+    """Per kernel: a correctness record per configured layout, a control record per control of the
+    spec, one sanitizer record; each kind made by one job (the rules' outputs are these lists)."""
+    assert plan.kernels == list(good["kernels"]) and len(plan.kernels) == 6
+    for kernel in plan.kernels:
+        spec = specs.load(kernel)
+        layouts = kit_config.kernel_layouts(good, kernel)
+        assert plan.correctness_files(kernel) == [f"results/local/correctness/{kernel}/{name}.json" for name in layouts]
+        assert plan.control_files(kernel) == [f"results/local/controls/{kernel}/{name}.json" for name in spec.mutations]
+        assert plan.sanitizer_files(kernel) == [f"results/local/sanitizer/{kernel}.json"]
+        assert plan.hand_written(kernel) == [name for name in layouts if not spec.is_baseline(name)]
+        assert plan.hand_written(kernel), kernel
+    assert sum(len(plan.correctness_files(k)) for k in plan.kernels) == 34
+    assert sum(len(plan.control_files(k)) for k in plan.kernels) == 46
+
+
+def test_sanitize_false_plans_no_sanitizer_record(good):
+    off = copy.deepcopy(good)
+    off["sanitize"] = False
+    assert all(plan_of(off).sanitizer_files(kernel) == [] for kernel in off["kernels"])
+    assert not [name for name in plan_of(off).all_targets() if "/sanitizer/" in name]
+
+
+def test_each_kernel_shape_repeat_is_one_timing_job_that_writes_every_layout(good, plan):
+    jobs = plan.timing_jobs()
+    shapes = sum(len(entry["shapes"]) for entry in good["kernels"].values())
+    assert shapes == 16 and len(jobs) == shapes * 3
+    assert len({(job.kernel, job.shape, job.repeat, job.cache) for job in jobs}) == len(jobs)
+    for job in jobs:
+        files = plan.timing_job_files(job)
+        layouts = kit_config.kernel_layouts(good, job.kernel)
+        assert files == [f"results/local/timing/{job.kernel}/{job.shape}/{name}/rep{job.repeat}.json" for name in layouts]
+    # Every repeat is a job (a process) of its own: repeat 1's jobs, then repeat 2's, then repeat 3's.
+    assert [job.repeat for job in jobs] == [1] * shapes + [2] * shapes + [3] * shapes
     for repeat in (1, 2, 3):
-        assert {(t.kernel, t.shape, t.layout) for t in plan if t.repeat == repeat} == set(kit_config.configurations(good))
+        assert sorted((job.kernel, job.shape) for job in jobs if job.repeat == repeat) == sorted(
+            (kernel, shape) for kernel, entry in good["kernels"].items() for shape in entry["shapes"])
+    # Every timed configuration is one record of one job, in every repeat.
+    every = [name for job in jobs for name in plan.timing_job_files(job)]
+    assert len(every) == len(set(every)) == len(kit_config.configurations(good)) * 3
+    assert sorted(every) == sorted(plan.timing_files())
 
 
-def test_each_repeat_has_its_own_deterministic_order(good):
-    plan = kit_config.timing_plan(good)
-    first = [(t.shape, t.layout) for t in plan if t.repeat == 1]
-    second = [(t.shape, t.layout) for t in plan if t.repeat == 2]
-    assert first != second
-    assert kit_config.timing_plan(copy.deepcopy(good)) == plan
+def test_the_seeded_order_is_deterministic_and_changes_with_the_seed(good, plan):
+    keys = lambda p: [(job.kernel, job.shape, job.repeat, job.cache) for job in p.timing_jobs()]  # noqa: E731
+    assert plan_of(copy.deepcopy(good)).timing_jobs() == plan.timing_jobs()
+    assert plan_of(copy.deepcopy(good)).timed_targets() == plan.timed_targets()
     reseeded = copy.deepcopy(good)
     reseeded["timing"]["order_seed"] += 1
-    assert [t.key for t in kit_config.timing_plan(reseeded)] != [t.key for t in plan]
+    assert keys(plan_of(reseeded)) != keys(plan)
+    assert plan_of(reseeded).timed_targets() != plan.timed_targets()
+    # Each repeat has an order of its own.
+    first = [(job.kernel, job.shape) for job in plan.timing_jobs() if job.repeat == 1]
+    second = [(job.kernel, job.shape) for job in plan.timing_jobs() if job.repeat == 2]
+    assert first != second
+    # Within a repeat, jobs run in ascending order key, each key seeded by the job alone.
+    for job in plan.timing_jobs():
+        assert job.order_key == order_key(good["timing"]["order_seed"], job.repeat, job.kernel, job.shape, job.cache)
+    for repeat in (1, 2, 3):
+        ordered = [job.order_key for job in plan.timing_jobs() if job.repeat == repeat]
+        assert ordered == sorted(ordered)
 
 
-def test_adding_a_shape_keeps_the_order_of_the_others(good):
+def test_adding_a_shape_keeps_the_order_of_the_others(good, plan):
     bigger = copy.deepcopy(good)
     bigger["kernels"]["rmsnorm"]["shapes"].append("8x8")
-    old = [t.key for t in kit_config.timing_plan(good)]
-    new = [t.key for t in kit_config.timing_plan(bigger) if t.shape != "8x8"]
-    assert new == old
+    new = [job for job in plan_of(bigger).timing_jobs() if job.shape != "8x8"]
+    assert new == plan.timing_jobs()
 
 
-def test_dry_run_lists_exactly_the_expected_jobs(good):
+def test_layout_order_is_a_seeded_permutation_that_differs_across_repeats(good, plan):
+    seed = good["timing"]["order_seed"]
+    differs_across_repeats, differs_with_seed = [], []
+    for kernel in plan.kernels:
+        layouts = plan.layouts[kernel]
+        for shape in plan.shapes(kernel):
+            orders = [layout_order(seed, kernel, shape, repeat, "warm", layouts) for repeat in (1, 2, 3)]
+            for repeat, order in zip((1, 2, 3), orders):
+                assert sorted(order) == sorted(layouts) and len(order) == len(layouts)
+                assert order == layout_order(seed, kernel, shape, repeat, "warm", list(layouts))
+            assert layouts == plan.layouts[kernel], "layout_order changed its argument"
+            differs_across_repeats.append(len({tuple(order) for order in orders}) > 1)
+            differs_with_seed.append(layout_order(seed + 1, kernel, shape, 1, "warm", layouts) != orders[0])
+    assert any(differs_across_repeats) and any(differs_with_seed)
+    # The plan's timed targets are every timing job's layouts in that order, job after job.
+    expected = [(job.kernel, job.shape, name, job.repeat) for job in plan.timing_jobs()
+                for name in layout_order(seed, job.kernel, job.shape, job.repeat, job.cache, plan.layouts[job.kernel])]
+    assert plan.timed_targets() == expected
+
+
+@pytest.mark.parametrize("repeats", [3, 60])
+def test_priorities_put_checks_first_then_repeat_after_repeat_with_its_spans_between(good, repeats):
+    """Up to the schema's largest `timing.repeats` (60): the environment and the ceilings before the
+    checks (common.smk gives them CHECK_PRIORITY plus at most the number of kernels), every check before
+    every timing job, repeat r's timing jobs (in plan order) before repeat r+1's, and r's spans between."""
+    config = copy.deepcopy(good)
+    config["timing"]["repeats"] = repeats
+    config["span"]["repeats"] = repeats
+    plan = plan_of(config)
+    jobs = plan.timing_jobs()
+    priorities = [job.priority(plan.repeats) for job in jobs]
+    assert ENVIRONMENT_PRIORITY > CEILING_PRIORITY > CHECK_PRIORITY + len(plan.kernels)
+    assert min(priorities) > 0 and max(priorities) < CHECK_PRIORITY
+    assert priorities == sorted(priorities, reverse=True) and len(set(priorities)) == len(priorities)
+    for repeat in range(1, repeats + 1):
+        same = [p for job, p in zip(jobs, priorities) if job.repeat == repeat]
+        later = [p for job, p in zip(jobs, priorities) if job.repeat > repeat]
+        assert max(later, default=-1) < plan.span_priority(repeat) < min(same)
+
+
+def test_all_targets_name_each_file_once(good, plan):
+    targets = plan.all_targets()
+    assert len(targets) == len(set(targets))
+    assert set(plan.timing_files()) <= set(targets) and set(plan.span_files()) <= set(targets)
+    both = copy.deepcopy(good)
+    both["timing"]["cache"] = "both"
+    both["profile"] = True
+    targets = plan_of(both).all_targets(gpus=[0, 1])
+    assert len(targets) == len(set(targets))
+    assert any("/cold/" in name for name in targets) and any("/gpus/1/" in name for name in targets)
+    assert any("/profile/" in name for name in targets)
+
+
+# --- Snakemake's dry run --------------------------------------------------------------------------
+class Job(NamedTuple):
+    rule: str
+    outputs: list[str]
+    priority: int
+    resources: str
+
+
+def planned_jobs(stdout: str) -> list[Job]:
+    """Every job block of a dry run (a block without a priority line has priority 0)."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \S+:)", stdout):
+        head = re.match(r"(?:local)?rule (\S+):", block)
+        if not head:
+            continue
+        outputs = re.search(r"^\s+output: (.*)$", block, re.M)
+        priority = re.search(r"^\s+priority: (\d+)$", block, re.M)
+        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
+        jobs.append(Job(head.group(1), outputs.group(1).split(", ") if outputs else [],
+                        int(priority.group(1)) if priority else 0, resources.group(1) if resources else ""))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def dry():
     done = snakemake("-n", "--cores", "1", "--config", "run=pytest-dry-run")
     assert done.returncode == 0, done.stderr
-    # The default profile (one GPU job at a time, resume after interruption) is picked up.
-    assert "Using workflow specific profile profiles/default" in done.stdout + done.stderr
-    assert "gpu=1" in done.stdout
-    assert job_counts(done.stdout) == {
-        "run_config": 1, "environment": 1, "ceiling": 4, "correctness": 34, "negative_control": 46, "span": 7,
-        "sanitize": 6, "timing": 261, "clock_figure": 1, "summary": 1, "figure": 6, "report": 1, "all": 1, "total": 370,
-    }
-    # The scheduler runs ready jobs by priority: the timing priorities must reproduce the plan.
-    jobs = re.findall(r"output: results/pytest-dry-run/timing/(\w+)/(\w+)/(\w+)/rep(\d+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
-                      done.stdout)
-    by_priority = [(k, s, l, int(n), "warm") for k, s, l, n, _ in sorted(jobs, key=lambda j: -int(j[4]))]
-    assert by_priority == [t.key for t in kit_config.timing_plan(good)]
-    # The environment and the config it hashes are scheduled before everything else.
-    first = dict(re.findall(r"^(?:local)?rule (\w+):\n(?:(?!(?:local)?rule ).*\n)*?\s+priority: (\d+)", done.stdout, re.M))
-    first = {rule: int(priority) for rule, priority in first.items()}
-    assert first["run_config"] > max(int(j[4]) for j in jobs) and first["environment"] > max(int(j[4]) for j in jobs)
-    # Every check (correctness, negative control, sanitizer) outranks every timed target, so all checks
-    # run first and the timed targets then follow the shuffled plan across kernels.
-    checks = [int(p) for rule, p in re.findall(r"^rule (correctness|negative_control|sanitize):\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
-                                                  done.stdout, re.M)]
-    assert len(checks) == 34 + 46 + 6 and min(checks) > max(int(j[4]) for j in jobs)
-    # Among them, the gates start before the libraries' correctness: the hand-written layouts'
-    # correctness, the negative controls (every timing of the kernel waits for them) and the sanitizer.
-    correctness = re.findall(r"output: results/pytest-dry-run/correctness/(\w+)/(\w+)\.json\n(?:.*\n)*?\s+priority: (\d+)",
-                             done.stdout)
-    library = [int(p) for kernel, layout, p in correctness if specs.load(kernel).is_baseline(layout)]
-    gating = [int(p) for kernel, layout, p in correctness if not specs.load(kernel).is_baseline(layout)]
-    assert len(library) + len(gating) == 34 and library and gating and min(gating) > max(library)
-    assert min(checks) == max(library)
-    # The gates of the kernel with the most expected timing work open first, and within a kernel a
-    # control that racecheck may have to catch goes before the kernel's other gates.
-    gate = {}
-    for rule, output, priority in re.findall(r"^rule (correctness|negative_control|sanitize):\n\s+input: .*\n\s+output: "
-                                             r"results/pytest-dry-run/\w+/(\w+(?:/\w+)?)\.json\n(?:(?!rule ).*\n)*?\s+priority: (\d+)",
-                                             done.stdout, re.M):
-        kernel, name = (output.split("/") + [None])[:2]  # the sanitizer's record is the kernel's
-        if rule == "correctness" and specs.load(kernel).is_baseline(name):
-            continue
-        racecheck = rule == "negative_control" and bool(specs.load(kernel).mutations[name].needs_gpu_to_show)
-        gate.setdefault((kernel, racecheck), set()).add(int(priority))
-    assert len(gate) > len(good["kernels"]) and all(len(values) == 1 for values in gate.values())
-    gate = {key: values.pop() for key, values in gate.items()}
-    ranks = kit_cards.kernels_by_work(kit_cards.expected_work(good, {name: specs.load(name) for name in good["kernels"]}))
-    by_rank = sorted(good["kernels"], key=ranks.get)
-    assert [gate[(kernel, False)] for kernel in by_rank] == sorted(gate[(kernel, False)] for kernel in by_rank)
-    assert len(set(gate.values())) == len(gate)
-    for (kernel, racecheck), priority in gate.items():
-        if racecheck:
-            assert gate[(kernel, False)] < priority < min((p for (k, _), p in gate.items() if ranks[k] > ranks[kernel]), default=2**64)
-    # Spans of a repeat come after its timed targets and before the next repeat's.
-    # (A job block without a priority line has priority 0.)
-    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
-    spans = [(int(re.search(r"span/\w+/\w+/rep(\d+)\.json", b).group(1)), int((re.search(r"priority: (\d+)", b) or [0, 0])[1]))
-             for b in blocks if b.startswith("rule span:")]
+    return done
+
+
+def test_dry_run_plans_89_jobs(dry, good):
+    # The default profile (parallel jobs, greedy scheduling, resume after interruption) is picked up.
+    assert "Using workflow specific profile profiles/default" in dry.stdout + dry.stderr
+    expected = {"run_config": 1, "environment": 1, "ceiling": 4, "span": 7, "clock_figure": 1, "summary": 1,
+                "figure": 6, "report": 1, "all": 1, "total": 89}
+    for kernel, entry in good["kernels"].items():
+        expected.update({f"correctness_{kernel}": 1, f"negative_controls_{kernel}": 1, f"sanitize_{kernel}": 1,
+                         f"timing_{kernel}": 3 * len(entry["shapes"])})
+    assert job_counts(dry.stdout) == expected
+
+
+def test_dry_run_timing_jobs_write_every_layout_and_run_in_the_planned_order(dry, good):
+    plan = Plan({**good, "run": "pytest-dry-run"}, {name: specs.load(name) for name in good["kernels"]})
+    jobs = planned_jobs(dry.stdout)
+    timing = [job for job in jobs if job.rule.startswith("timing_")]
+    assert len(timing) == len(plan.timing_jobs())
+    by_outputs = {tuple(job.outputs): job for job in timing}
+    # The scheduler runs ready jobs by priority: the timing priorities reproduce the plan, each job
+    # writing every layout of its kernel/shape/repeat.
+    by_priority = sorted(timing, key=lambda job: -job.priority)
+    assert [tuple(job.outputs) for job in by_priority] == [tuple(plan.timing_job_files(job)) for job in plan.timing_jobs()]
+    for planned in plan.timing_jobs():
+        assert by_outputs[tuple(plan.timing_job_files(planned))].rule == f"timing_{planned.kernel}"
+    # The environment and the config it hashes go before everything else, the ceilings next.
+    priority = {job.rule: job.priority for job in jobs if not job.rule.startswith(("timing_", "correctness_",
+                                                                                    "negative_controls_", "sanitize_"))}
+    checks = [job for job in jobs if job.rule.startswith(("correctness_", "negative_controls_", "sanitize_"))]
+    assert len(checks) == 18
+    assert priority["run_config"] == priority["environment"] == ENVIRONMENT_PRIORITY > priority["ceiling"] == CEILING_PRIORITY
+    assert priority["ceiling"] > max(job.priority for job in checks)
+    # Every check (correctness, negative controls, sanitizer) outranks every timing job, so all checks run
+    # first and the timing jobs then follow the shuffled plan across kernels.
+    assert min(job.priority for job in checks) > max(job.priority for job in timing)
+    # Spans of a repeat come after its timing jobs and before the next repeat's.
+    spans = [(int(re.search(r"/rep(\d+)\.json$", job.outputs[0]).group(1)), job.priority)
+             for job in jobs if job.rule == "span"]
     assert len(spans) == 7 and {repeat for repeat, _ in spans} == {1}
-    for repeat, priority in spans:
-        same = [int(j[4]) for j in jobs if int(j[3]) == repeat]
-        later = [int(j[4]) for j in jobs if int(j[3]) > repeat]
-        assert max(later, default=-1) < priority < min(same)
+    for repeat, span_priority in spans:
+        same = [job.priority for job in timing if job.outputs[0].endswith(f"/rep{repeat}.json")]
+        later = [job.priority for job in timing if int(re.search(r"/rep(\d+)\.json$", job.outputs[0]).group(1)) > repeat]
+        assert max(later, default=-1) < span_priority < min(same)
 
 
-def test_naming_one_timing_target_builds_only_what_it_needs():
-    done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json",
-                     "-n", "--cores", "1", "--config", "run=pytest-dry-run")
+def test_dry_run_the_kernel_with_the_most_timing_work_opens_its_gates_first(dry, good):
+    """A kernel's three check jobs share one priority, above every timing job's; among kernels, the
+    one with the most expected timing work goes first: every timing of a kernel waits for all of
+    its checks (kernelkit.cards.kernels_by_work)."""
+    gate = {}
+    for job in planned_jobs(dry.stdout):
+        if job.rule.startswith(("correctness_", "negative_controls_", "sanitize_")):
+            kernel = re.sub(r"^(correctness|negative_controls|sanitize)_", "", job.rule)
+            gate.setdefault(kernel, set()).add(job.priority)
+    assert set(gate) == set(good["kernels"]) and all(len(values) == 1 for values in gate.values())
+    ranks = kit_cards.kernels_by_work(kit_cards.expected_work(good, {name: specs.load(name) for name in good["kernels"]}))
+    by_rank = sorted(good["kernels"], key=ranks.get)  # least expected work first
+    priorities = [next(iter(gate[kernel])) for kernel in by_rank]
+    assert priorities == sorted(set(priorities)), {kernel: gate[kernel] for kernel in by_rank}
+    assert min(priorities) > CHECK_PRIORITY
+
+
+def test_dry_run_gpu_jobs_and_only_they_ask_for_the_gpu(dry):
+    """No global gpu limit serialises GPU jobs (the per-GPU lock does, only while the GPU works);
+    every GPU rule still asks for gpu=1, which the SLURM profile turns into --gpus=1."""
+    gpu_rules = re.compile(r"environment|ceiling|span|(correctness|negative_controls|sanitize|timing)_\w+")
+    jobs = planned_jobs(dry.stdout)
+    assert {job.rule for job in jobs if not gpu_rules.fullmatch(job.rule)} == {
+        "run_config", "summary", "figure", "clock_figure", "report", "all"}
+    for job in jobs:
+        assert bool(re.search(r"\bgpu=1\b", job.resources)) == bool(gpu_rules.fullmatch(job.rule)), job
+
+
+def test_naming_one_timing_target_plans_its_kernels_checks_and_one_timing_job():
+    done = snakemake(ONE_TIMING, "-n", "--cores", "1")
     assert done.returncode == 0, done.stderr
-    # The layout's sanitizer record gates its timing like the checks do. The controls and the
-    # sanitizer wait for no correctness record: they run beside the layout's correctness job.
-    assert job_counts(done.stdout) == {"correctness": 1, "negative_control": 6, "sanitize": 1, "timing": 1, "total": 9}
-    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", done.stdout)
-    checks = [b for b in blocks if b.startswith(("rule negative_control:", "rule sanitize:"))]
-    assert len(checks) == 7 and not any("/correctness/" in b.split("output:")[0] for b in checks)
-
-
-def test_the_workflow_names_in_its_jobs_environment_the_checks_their_pool_serves_first():
-    """The sanitizer's jobs and each control whose bug only racecheck shows wait on a compute-sanitizer
-    child (kernelkit.worker_client.first_served_address). Read from a real workflow process: its
-    jobs inherit its environment."""
-    from kernelkit import worker_client
-
-    program = ("import os, sys, snakemake.cli\n"
-               "sys.argv = ['snakemake', '-n', '--config', 'run=pytest-dry-run']\n"
-               "try:\n    snakemake.cli.main()\nexcept SystemExit:\n    pass\n"
-               f"print('FIRST=' + os.environ.get('{worker_client.FIRST_SERVED_VARIABLE}', ''))\n")
-    done = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=300)
-    named = done.stdout.rsplit("FIRST=", 1)[1].strip()
-    config = default_config()
-    racecheck = [(kernel, name) for kernel in config["kernels"]
-                 for name, mutation in specs.load(kernel).mutations.items() if mutation.needs_gpu_to_show]
-    assert ("rmsnorm", "barrier") in racecheck
-    marks = {worker_client.FIRST_SERVED_VARIABLE: named}
-    assert worker_client.served_first(["sanitize", "--kernel", "rmsnorm"], marks)
-    for kernel in config["kernels"]:
-        for name in specs.load(kernel).mutations:
-            argv = ["control", "--kernel", kernel, "--control", name]
-            assert worker_client.served_first(argv, marks) == ((kernel, name) in racecheck), argv
-    assert not worker_client.served_first(["correctness", "--kernel", "rmsnorm", "--layout", "t32"], marks)
+    assert job_counts(done.stdout) == {"correctness_rmsnorm": 1, "negative_controls_rmsnorm": 1, "sanitize_rmsnorm": 1,
+                                       "timing_rmsnorm": 1, "total": 4}
+    (timing,) = [job for job in planned_jobs(done.stdout) if job.rule == "timing_rmsnorm"]
+    layouts = kit_config.kernel_layouts(kit_config.load(REPO / "config" / "config.yaml"), "rmsnorm")
+    assert timing.outputs == [ONE_TIMING.replace("/t32/", f"/{name}/") for name in layouts]
+    # The checks wait for nothing: they run beside each other.
+    checks = [job for job in planned_jobs(done.stdout) if job.rule != "timing_rmsnorm"]
+    assert len(checks) == 3 and all(job.priority > timing.priority for job in checks)
+    shell = re.search(r"python -m kernelkit time .*", done.stdout).group(0)
+    assert all(f"--layout {name} " in shell for name in layouts) and "--output-dir results/local/timing/rmsnorm/512x128 " in shell
 
 
 def test_sanitize_false_leaves_the_sanitizer_out_of_timing_inputs(tmp_path):
     (tmp_path / "off.yaml").write_text("sanitize: false\n")
-    done = snakemake("results/pytest-dry-run/timing/rmsnorm/512x128/t32/rep1.json", "-n", "--cores", "1",
-                     "--configfile", str(tmp_path / "off.yaml"), "--config", "run=pytest-dry-run")
+    done = snakemake(ONE_TIMING, "-n", "--cores", "1", "--configfile", str(tmp_path / "off.yaml"))
     assert done.returncode == 0, done.stderr
-    assert job_counts(done.stdout) == {"correctness": 1, "negative_control": 6, "timing": 1, "total": 8}
+    assert job_counts(done.stdout) == {"correctness_rmsnorm": 1, "negative_controls_rmsnorm": 1, "timing_rmsnorm": 1,
+                                       "total": 3}
+
+
+def test_the_workflow_lints_clean():
+    done = snakemake("--lint")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Congratulations, your workflow is in a good condition!" in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize(
@@ -179,17 +306,27 @@ def test_naming_a_target_outside_the_config_says_what_is_allowed(target, message
     assert message in done.stdout + done.stderr
 
 
+# --- committed runs -------------------------------------------------------------------------------
+def recorded_plan(records) -> list[tuple]:
+    """The order a run's records say was planned: by repeat, then order key (a per-target key in runs
+    of the kit before one process timed every layout of a kernel/shape; the job's key times 64 plus
+    the layout's place after)."""
+    return [(r["kernel"], r["shape"], r["layout"], r["repeat"])
+            for r in sorted(records, key=lambda r: (r["repeat"], r["order"]["key"]))]
+
+
+def executed_order(records) -> list[tuple]:
+    return [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
+
+
 @pytest.mark.parametrize("run", ["h200-ref2", "h200-planted2"])
 def test_committed_runs_timed_their_targets_in_the_planned_order(run):
     """The RMSNorm-only pair of one machine (config/planted-check.yaml): each run's timed targets
-    ran in its plan's order. (The whole default config, h200-s5a/h200-s5b, is checked in
-    test_repeatability_runs.py.)"""
-    import json
-
+    ran in the order its records name, and that order is a shuffle across shapes and layouts."""
     records = committed_timings(run)
-    config = json.loads((REPO / "results" / run / "config.json").read_text())
-    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(records, key=lambda r: r["started_utc"])]
-    assert executed == [t.key[:4] for t in kit_config.timing_plan(config)]
+    assert records and executed_order(records) == recorded_plan(records)
+    first = [key[1:3] for key in recorded_plan(records) if key[3] == 1]
+    assert first != sorted(first)
 
 
 def test_a_run_timed_one_kernel_after_another_keeps_the_plan_within_each_kernel_and_its_report_says_so(tmp_path):
@@ -197,9 +334,9 @@ def test_a_run_timed_one_kernel_after_another_keeps_the_plan_within_each_kernel_
     soon as that kernel's checks passed: the order held within a kernel, not across kernels (the
     committed full run h200-full ran that way; it is retired, and git history keeps it). No
     committed run left ran that way, so the case is built here from h200-s5a (the same default
-    config, timed after the fix, in its plan's order across kernels): its timing records get start
-    times that put each kernel's targets, in plan order, one kernel after another, and the
-    report's caveat, read from those start times, must name the order and its stretches."""
+    config, timed in its plan's order across kernels): its timing records get start times that put
+    each kernel's targets, in plan order, one kernel after another, and the report's caveat, read
+    from those start times, must name the order and its stretches."""
     import json
     import shutil
 
@@ -207,44 +344,34 @@ def test_a_run_timed_one_kernel_after_another_keeps_the_plan_within_each_kernel_
 
     source = REPO / "results" / "h200-s5a"
     config = json.loads((source / "config.json").read_text())
-    plan = [t.key[:4] for t in kit_config.timing_plan(config)]
-    executed = lambda run: [(r["kernel"], r["shape"], r["layout"], r["repeat"])  # noqa: E731
-                            for r in sorted(report.Run(run).timings, key=lambda r: r["started_utc"])]
+    plan = recorded_plan(report.Run(source).timings)
+    executed = lambda run: executed_order(report.Run(run).timings)  # noqa: E731
     stretches = lambda order: 1 + sum(a[0] != b[0] for a, b in zip(order, order[1:]))  # noqa: E731
     # The committed run followed its plan across kernels: no caveat about the order.
     assert executed(source) == plan and stretches(plan) > len(config["kernels"])
     assert not [c for c in report.caveats(report.Run(source)) if c.startswith("Timed targets did not run")]
 
-    copy = tmp_path / "h200-s5a"
-    shutil.copytree(source, copy)
+    copied = tmp_path / "h200-s5a"
+    shutil.copytree(source, copied)
     grouped = [key for kernel in config["kernels"] for key in plan if key[0] == kernel]
     for position, (kernel, shape, layout, repeat) in enumerate(grouped):
-        path = copy / "timing" / kernel / shape / layout / f"rep{repeat}.json"
+        path = copied / "timing" / kernel / shape / layout / f"rep{repeat}.json"
         record = json.loads(path.read_text())
         record["started_utc"] = f"2000-01-01T00:{position // 60:02d}:{position % 60:02d}+00:00"
         path.write_text(json.dumps(record))
-    order = executed(copy)
+    order = executed(copied)
     assert order == grouped != plan
     for kernel in config["kernels"]:
         assert [k for k in order if k[0] == kernel] == [k for k in plan if k[0] == kernel]
     assert stretches(order) == len(config["kernels"])
     moved = sum(a != b for a, b in zip(order, plan))
     assert (f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
-            f"{len(config['kernels'])} stretches of one kernel)") in " ".join(report.caveats(report.Run(copy)))
+            f"{len(config['kernels'])} stretches of one kernel)") in " ".join(report.caveats(report.Run(copied)))
 
 
 def test_default_profile_runs_jobs_in_parallel_and_leaves_gpu_turns_to_the_lock():
-    """No global gpu limit serialises GPU jobs any more (the per-GPU lock does, only while the GPU
-    works); every GPU rule still asks for gpu=1, which the SLURM profile turns into --gpus=1."""
     import yaml
 
-    profile = yaml.safe_load((REPO / "workflow" / "profiles" / "default" / "config.yaml").read_text())
+    profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     assert profile["cores"] == "all" and "gpu" not in profile.get("resources", {})
     assert profile["scheduler"] == "greedy"
-    gpu_rules = {"environment", "ceiling", "correctness", "negative_control", "sanitize", "timing", "span", "profile"}
-    declared = set()
-    for path in (REPO / "workflow" / "rules").glob("*.smk"):
-        for rule, body in re.findall(r"^rule (\w+):\n((?:    .*\n|\n)+)", path.read_text(), re.MULTILINE):
-            if re.search(r"^    resources:\n        gpu=1,", body, re.MULTILINE):
-                declared.add(rule)
-    assert declared == gpu_rules

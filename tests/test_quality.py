@@ -1,6 +1,6 @@
 """Measurement-quality logic on the CPU: clock-sampler tags, the wait for the clock, the
 roofline against the run's own ceilings, the harness floor, the stopping rule and the noise
-split. Real arithmetic on constructed traces and on the committed runs' samples."""
+split. Real arithmetic on constructed traces and on synthetic runs' samples (tests/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import statistics
 
 import numpy as np
 import pytest
-from conftest import REPO, graph_method, sampler_settings
+from conftest import graph_method, sampler_settings
 
 from kernelkit import ceilings, report, sampler
 from kernelkit.stats import median_relative_halfwidth
@@ -126,17 +126,20 @@ def test_long_calls_get_fewer_per_sample_and_rounds_rotate():
                                                                 ["a", "b", "c"]]
 
 
-def test_noise_split_from_the_committed_run():
-    """Recomputed from h200-s5a's raw samples (the whole default config) on two configurations:
-    layernorm 4096x1024 warp, whose spread inside a process is the larger, and rmsnorm 512x8193
-    t32 (L2-resident, its time set by where its buffers lie), whose repeats' medians differ more."""
-    run = report.Run(REPO / "results" / "h200-s5a")
+def test_noise_split_from_the_samples(tmp_path):
+    """Recomputed from a synthetic run's raw samples on two configurations: rmsnorm 4096x4096 t32,
+    whose second process is 3% slower (its repeats' medians differ more than the samples inside
+    either), and every other, whose spread inside a process is the larger."""
+    from synthetic import write_run
+
+    run_dir = write_run(tmp_path, "noise", scale={("rmsnorm", "4096x4096", "t32", 2): 1.03})
+    run = report.Run(run_dir)
     rows = {(r[0], r[1], r[2]): r for r in report.noise_rows(run)}
-    assert len(rows) == len({(t["kernel"], t["shape"], t["layout"]) for t in run.timings}) == 50
+    assert len(rows) == len({(t["kernel"], t["shape"], t["layout"]) for t in run.timings}) == 9
     larger = set()
-    for kernel, shape, layout in (("layernorm", "4096x1024", "warp"), ("rmsnorm", "512x8193", "t32")):
-        records = sorted((json.loads(p.read_text()) for p in (REPO / "results/h200-s5a/timing" / kernel / shape / layout)
-                          .glob("rep*.json")), key=lambda r: r["repeat"])
+    for kernel, shape, layout in (("rmsnorm", "512x128", "t256"), ("rmsnorm", "4096x4096", "t32")):
+        records = sorted((json.loads(p.read_text()) for p in (run_dir / "timing" / kernel / shape / layout).glob("rep*.json")),
+                         key=lambda r: r["repeat"])
         assert [r["repeat"] for r in records] == [1, 2]
         medians = [statistics.median(r["samples_us"]) for r in records]
         within = statistics.median((max(r["samples_us"]) - min(r["samples_us"])) / statistics.median(r["samples_us"])
@@ -184,26 +187,39 @@ def test_the_limiter_is_the_unit_nearest_its_peak_in_the_longest_launch():
     # A short helper launch beside it does not decide.
     assert limiter([launch(1.0e3, 95.0, 1.0, 1.0, 1.0, 1.0), gemm]) == "SM (82%)"
     assert limiter([launch(5.0e4, 41.0, 35.0, 20.0, 22.0, 3.0)]) == "latency (top: DRAM 41%)"
-    # The committed records of older kits read DRAM only: no limiter is claimed from one unit.
-    old = json.loads((REPO / "results" / "h200-q-extras" / "profile" / "bias_gelu" / "8192x4096" / "triton.json").read_text())
-    assert limiter(old["launches"]) == "n/a"
+    # Records of older kits read DRAM only: no limiter is claimed from one unit.
+    old = [{"kernel": "bias_gelu", "duration_ns": 179840.0, "dram_throughput_pct_of_peak": 88.8,
+            "achieved_occupancy_pct": 83.3, "instructions_executed": 1.5e8, "shared_bank_conflicts": 0.0}]
+    assert limiter(old) == "n/a"
     assert limiter([]) == "n/a"
 
 
-def test_committed_sanitizer_output_reads_as_clean_for_both_tools():
-    from kernelkit import tools
+def test_sanitizer_output_reads_as_clean_for_both_tools_whatever_the_record_says(tmp_path):
+    """The report counts each tool's findings from the output kept in the record, so a record whose
+    kit looked for memcheck's summary line only (racecheck "did not run to its summary", errors
+    null) reads as clean when its kept output shows racecheck's summary line."""
+    from synthetic import write_run
 
-    files = sorted((REPO / "results" / "h200-q-extras" / "sanitizer").glob("*/*.json"))
-    assert len(files) == 3
-    for path in files:
+    from kernelkit import tools
+    from kernelkit.records import write_record
+
+    run_dir = write_run(tmp_path, "tools", sanitizer=True)
+    passed = "rmsnorm t32: all 24 cases passed, largest |error| 6.3322e-07\n"
+    older = {"kernel": "rmsnorm", "layout": "t32", "source_sha256": "0" * 64, "tools": {
+        "memcheck": {"errors": 0, "exit_code": 0, "status": "ran", "tail": passed + "========= ERROR SUMMARY: 0 errors"},
+        "racecheck": {"errors": None, "exit_code": 0, "status": "did not run to its summary",
+                      "tail": passed + "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"}}}
+    (run_dir / "sanitizer" / "rmsnorm.json").unlink()
+    for layout in ("t32", "t256"):  # a record per layout, as kits before the per-kernel record wrote them
+        write_record(run_dir / "sanitizer" / "rmsnorm" / f"{layout}.json", {**older, "layout": layout})
+    for path in sorted((run_dir / "sanitizer").glob("*/*.json")):
         record = json.loads(path.read_text())
-        # The run's kit looked for memcheck's line only, so racecheck says "did not run to its summary";
-        # its kept output shows the summary line, which the report now reads.
         assert record["tools"]["racecheck"]["errors"] is None and "RACECHECK SUMMARY" in record["tools"]["racecheck"]["tail"]
         assert {tool: tools.sanitizer_errors(record["tools"][tool]["tail"]) for tool in ("memcheck", "racecheck")} == {
             "memcheck": 0, "racecheck": 0}
-    markdown = report.render_markdown(REPO / "results" / "h200-q-extras")
-    assert "| rmsnorm | t32 | 0 | 0 |" in markdown
+    markdown = report.render_markdown(run_dir)
+    assert "| rmsnorm | t32 | 0 | 0 |" in markdown and "| rmsnorm | t256 | 0 | 0 |" in markdown
+    assert "ran together" not in markdown  # each layout's own run
 
 
 @pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc is not on the PATH")

@@ -2,8 +2,8 @@
 verification's comparison, the sanitizer's choice of cases and the barrier control's text.
 
 Every launch here is a real float32 computation (the kernels' emulations, or reductions in
-another order, as a race would reorder them); the sanitizer decisions read the tool's output
-kept in the committed run h200-q-extras, and output shaped like it with findings.
+another order, as a race would reorder them); the sanitizer decisions read a clean record of the
+tool's output as an earlier kit kept it (`_clean_sanitizer`), and output shaped like it with findings.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO, default_config, padded_output
 
-from kernelkit import KitError, determinism, spec as specs, standby, tools, verify
+from kernelkit import KitError, determinism, spec as specs, tools, verify
 from kernelkit.checks import CheckSettings, check_case
 from kernelkit.controls import catching_check
 from kernelkit.tools import sanitizer_cases
@@ -89,13 +89,21 @@ def test_determinism_runs_come_from_the_schema_and_are_bounded():
         CheckSettings.from_json('{"checks": {"determinism_runs": 0}}')
 
 
-def _committed_sanitizer(layout):
-    return json.loads((REPO / "results" / "h200-q-extras" / "sanitizer" / "rmsnorm" / f"{layout}.json").read_text())
+def _clean_sanitizer(layout):
+    """A clean sanitizer record of one layout as kits before the per-kernel record wrote it: each
+    tool's last lines of output, its summary line last. That kit's parser read memcheck's summary
+    line only, so racecheck's `errors` is null and its status says it did not run to its summary."""
+    passed = (f"ok {layout:>8}   8x4096 normal       max|err| 6.332e-07  worst [1, 1728]  \n"
+              f"rmsnorm {layout}: all 24 cases passed, largest |error| 6.3322e-07\n")
+    return {"kernel": "rmsnorm", "layout": layout, "source_sha256": "7" * 64, "tools": {
+        "memcheck": {"errors": 0, "exit_code": 0, "status": "ran", "tail": passed + "========= ERROR SUMMARY: 0 errors"},
+        "racecheck": {"errors": None, "exit_code": 0, "status": "did not run to its summary",
+                      "tail": passed + "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"}}}
 
 
-def test_committed_clean_sanitizer_output_has_no_findings():
+def test_clean_sanitizer_output_has_no_findings():
     for layout in ("t32", "t256"):
-        record = _committed_sanitizer(layout)
+        record = _clean_sanitizer(layout)
         # The file's own `errors` for racecheck is null (an older parser); the rule re-reads the tail.
         for result in record["tools"].values():
             result["errors"] = tools.sanitizer_errors(result["tail"])
@@ -112,7 +120,7 @@ def _with_racecheck(record, summary, exit_code=0):
 
 
 def test_hazards_a_non_zero_exit_or_a_missing_summary_each_forbid_timing():
-    clean = _committed_sanitizer("t256")
+    clean = _clean_sanitizer("t256")
     for result in clean["tools"].values():
         result["errors"] = tools.sanitizer_errors(result["tail"])
     hazards = _with_racecheck(clean, "========= RACECHECK SUMMARY: 24 hazards displayed (24 errors, 0 warnings)")
@@ -135,7 +143,7 @@ def _kernel_record(clean, layouts=("t32", "t256", "vec")):
 
 
 def test_require_clean_gates_on_findings_and_on_the_source(tmp_path):
-    clean = _committed_sanitizer("t256")
+    clean = _clean_sanitizer("t256")
     for result in clean["tools"].values():
         result["errors"] = tools.sanitizer_errors(result["tail"])
     path = tmp_path / "rmsnorm.json"
@@ -170,7 +178,7 @@ def test_require_clean_gates_on_findings_and_on_the_source(tmp_path):
 
 
 def test_per_layout_entries_read_like_the_records_of_earlier_kits():
-    clean = _committed_sanitizer("t256")
+    clean = _clean_sanitizer("t256")
     record = _kernel_record(clean, ["t32", "vec"])
     entries = tools.per_layout(record)
     assert [(entry["kernel"], entry["layout"]) for entry in entries] == [("rmsnorm", "t32"), ("rmsnorm", "vec")]
@@ -295,13 +303,17 @@ def test_neighbor_reference_written_for_any_array_module_matches_a_scatter_add()
     assert (neighbor.reference(inputs)[np.diff(indptr) == 0] == 0).all()
 
 
-def test_report_names_the_check_that_caught_each_control():
+def test_report_names_the_check_that_caught_each_control(tmp_path):
     from types import SimpleNamespace
+
+    from synthetic import write_run
 
     from kernelkit import document as doc
     from kernelkit.report.checks import section_controls
 
-    committed = json.loads((REPO / "results" / "h200-s5a" / "controls" / "rmsnorm" / "tail.json").read_text())
+    # A control record as kits before the determinism check and racecheck joined the controls wrote it.
+    committed = json.loads((write_run(tmp_path, "older", legacy=True) / "controls" / "rmsnorm" / "tail.json").read_text())
+    assert "caught_in_layouts" not in committed
     raced = {**committed, "control": "barrier", "mutation": {**committed["mutation"], "why": "barrier removed"},
              "cases": [{**case, "passed": True, "symptom": "none"} for case in committed["cases"]],
              "caught_by": {"layout": "t32", "check": "racecheck", "symptom": "racecheck reports 24 shared-memory hazards"},
@@ -356,10 +368,14 @@ def test_correctness_command_refuses_bad_arguments_before_any_gpu_work(tmp_path,
     assert not (tmp_path / "x.json").exists()
 
 
-def test_report_sentences_count_determinism_and_verification_from_the_records():
+def test_report_sentences_count_determinism_and_verification_from_the_records(tmp_path):
+    from synthetic import write_run
+
     from kernelkit.report.checks import determinism_sentence, verified_sentence
 
-    committed = json.loads((REPO / "results" / "h200-s5a" / "correctness" / "rmsnorm" / "t32.json").read_text())
+    # Records as kits before the determinism check and the timed-shape verification wrote them.
+    older = write_run(tmp_path, "older", legacy=True)
+    committed = json.loads((older / "correctness" / "rmsnorm" / "t32.json").read_text())
     assert determinism_sentence(committed["cases"]) is None  # made before the check: nothing is claimed
 
     inputs = _inputs((8, 127))
@@ -375,7 +391,8 @@ def test_report_sentences_count_determinism_and_verification_from_the_records():
         "Determinism: each of 3 cases was launched 3 times on a freshly filled output; 2 did not repeat their bits "
         "(rmsnorm t256 8x127 normal; rmsnorm t256 8x127 normal). Declared nondeterministic: rmsnorm t256: atomics.")
 
-    timing = json.loads((REPO / "results" / "h200-s5a" / "timing" / "rmsnorm" / "512x128" / "t32" / "rep1.json").read_text())
+    timing = json.loads((older / "timing" / "rmsnorm" / "512x128" / "t32" / "rep1.json").read_text())
+    assert "verified" not in timing
     wide = _inputs((16, 8194))
     verdict = {**verify.compare(EMULATE(wide, "t32")[0], RMSNORM.reference(wide), RMSNORM.tolerance),
                "reference": "float64 on GPU"}
@@ -391,6 +408,8 @@ def test_report_sentences_count_determinism_and_verification_from_the_records():
 def test_tool_children_run_this_kit_whatever_else_is_installed(monkeypatch):
     import os
     import sys
+
+    from kernelkit import standby  # here, not at the top: the module goes with the worker machinery
 
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     env = standby.child_environment()

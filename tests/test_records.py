@@ -5,13 +5,27 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, default_config
+from conftest import default_config
+from synthetic import write_run
 
 from kernelkit import KitError, layout, records
 from kernelkit.cli import build_parser
+from kernelkit.records import write_record
 from kernelkit.timing import TimingSettings
 
-RUNS = sorted(path for path in (REPO / "results").iterdir() if (path / "config.json").exists())
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A synthetic run of every kind of record (cold timings, spans, ceilings with the L2's, the
+    sanitizer, counters, a second card), and one as a kit before format versions wrote it."""
+    root = tmp_path_factory.mktemp("records")
+    full = write_run(root, "full", kernels={"rmsnorm": {"layouts": ["t32", "t256"], "shapes": ["512x128", "16384x8193"]},
+                                            "layernorm": {"layouts": ["warp", "triton"], "shapes": ["4096x1024"]}},
+                     spans=["layernorm"], ceilings=("copy", "l2", "gemm", "floor"), cold=True, sanitizer=True, profile=True,
+                     cards={("rmsnorm", "16384x8193"): 1})
+    # A sanitizer record per layout, as kits before the per-kernel record wrote them, beside the kernel's one.
+    write_record(full / "sanitizer" / "layernorm" / "warp.json", {"kernel": "layernorm", "layout": "warp", "tools": {}})
+    return {"full": full, "legacy": write_run(root, "legacy", legacy=True, cold=True)}
 
 
 def test_a_written_record_carries_the_format_version_and_reads_back_unchanged(tmp_path):
@@ -36,28 +50,37 @@ def test_a_version_1_timing_record_without_method_used_reads_as_the_graph_replay
     assert "disturbed_samples" not in upgraded  # not measured is not zero
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
-def test_every_committed_timing_record_upgrades_to_the_current_format(run):
+@pytest.mark.parametrize("name", ["full", "legacy"])
+def test_every_timing_record_upgrades_to_the_current_format(runs, name):
+    run = runs[name]
     files = layout.run_result_files(run, "timing") + layout.run_result_files(run, "cold")
-    assert files, f"{run} has no timing records"
+    assert files and layout.run_result_files(run, "cold"), f"{run} has no timing records of both views"
     for path in files:
+        assert ("format_version" in json.loads(path.read_text())) == (name == "full")
         record = records.read_record(path)
         assert record["format_version"] == records.FORMAT_VERSION
         if "skipped" not in record:
             assert {"name", "launches_per_sample", "cache", "stopped_by"} <= set(record["method_used"])
+    if name == "legacy":
+        # What the older kit did, read back: graph replays of launches_per_graph, a fixed count, warm.
+        assert {records.read_record(p)["method_used"]["stopped_by"] for p in files} == {"fixed_count"}
 
 
-@pytest.mark.parametrize("run", RUNS, ids=[run.name for run in RUNS])
-def test_the_layout_templates_name_every_committed_result_file(run):
-    """Every JSON result of a committed run is found by exactly one kind's glob, or is a card's
-    environment or ceiling under one of the run's card directories (gpus/<i>/ beyond the first)."""
+@pytest.mark.parametrize("name", ["full", "legacy"])
+def test_the_layout_templates_name_every_result_file(runs, name):
+    """Every JSON result of a run is found by exactly one kind's glob, or is a card's environment or
+    ceiling under one of the run's card directories (gpus/<i>/ beyond the first)."""
+    run = runs[name]
     found = [path for kind in layout.KINDS for path in layout.run_result_files(run, kind)]
     assert len(found) == len(set(found))
     cards = layout.card_dirs(run)[1:]
+    assert bool(cards) == (name == "full")
     per_card = {path for card in cards for path in [card / "environment.json", *(card / "ceilings").glob("*.json")]}
     every = {path for path in run.rglob("*.json") if "logs" not in path.parts} - {run / "config.json",
                                                                                   run / "environment.json"}
     assert every == set(found) | per_card
+    if name == "full":
+        assert {kind for kind in layout.KINDS if layout.run_result_files(run, kind)} == set(layout.KINDS)
 
 
 def test_log_paths_mirror_their_results():
@@ -96,29 +119,29 @@ def test_every_command_line_argument_has_a_help_text():
     assert not missing
 
 
-def test_the_default_config_still_gives_the_method_and_sampler_h200_s5a_recorded():
+def test_the_default_config_still_gives_the_method_and_sampler_the_kit_has_always_recorded():
     """Moving the defaults into the schema changed no setting: the default config's settings params
-    describe exactly what the last full default run (h200-s5a) wrote into its records, but for the
-    host lead and the context switch added after it (`timing.host_lead_us`, `timing.context_switch`),
-    which its records do not name."""
-
-    def before_the_lead(method):
-        assert method["host_lead_us"] > 0 and method["context_switch"] is True
-        return {key: value for key, value in method.items() if key not in ("host_lead_us", "context_switch")}
-
+    describe exactly the method and sampler the full default runs recorded before (the values below,
+    as their records hold them), but for the host lead and the context switch added after them
+    (`timing.host_lead_us`, `timing.context_switch`)."""
     from kernelkit.ceilings import CeilingSettings
     from kernelkit.span import SpanSettings
 
-    config, run = default_config(), REPO / "results" / "h200-s5a"
+    method = {"launches_per_graph": 64, "max_sample_ms": 20.0, "name": "cuda_graph_replay", "samples": 15,
+              "stop_max_samples": 200, "stop_max_seconds": 10.0, "stop_relative_spread": None, "untimed_replays": 1,
+              "warmup_launches": 20}
+    sampler = {"enabled": True, "interval_ms": 20.0, "min_sm_clock_fraction": 0.9, "wait_for_clock": False,
+               "wait_timeout_s": 10.0}
+    span_method = {"name": "event_span_rotating_rounds", "rounds": 3, "samples_per_round": 50, "warmup_calls": 10}
+
+    def before_the_lead(described):
+        assert described["host_lead_us"] > 0 and described["context_switch"] is True
+        return {key: value for key, value in described.items() if key not in ("host_lead_us", "context_switch")}
+
+    config = default_config()
     timing = TimingSettings.from_json(TimingSettings.json_from_config(config))
     span = SpanSettings.from_json(SpanSettings.json_from_config(config))
     ceiling = CeilingSettings.from_json(CeilingSettings.json_from_config(config))
-    for path in layout.run_result_files(run, "timing"):
-        record = records.read_record(path)
-        assert "host_lead_us" not in record["method"] and "context_switch" not in record["method"], path
-        assert (record["method"], record["sampler"]) == (before_the_lead(timing.method.describe()), timing.sampler.describe()), path
-    for path in layout.run_result_files(run, "span"):
-        record = records.read_record(path)
-        assert (record["method"], record["sampler"]) == (span.method.describe(), span.sampler.describe()), path
-    for path in layout.run_result_files(run, "ceilings"):
-        assert records.read_record(path)["method"] == before_the_lead(ceiling.method.describe()), path
+    assert (before_the_lead(timing.method.describe()), timing.sampler.describe()) == (method, sampler)
+    assert (span.method.describe(), span.sampler.describe()) == (span_method, sampler)
+    assert before_the_lead(ceiling.method.describe()) == method

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import shutil
 from pathlib import Path
 from statistics import median
 
@@ -128,30 +127,30 @@ def test_dry_run_makes_a_target_per_point(fixture_kernels):
     assert controls and all(c.count("@") == 1 and f"--layout {first_point} " in c for c in controls)
 
 
-def _synthetic_sweep_run(tmp_path: Path, factors: dict[str, float]) -> Path:
-    """A committed run with matmul points added: each point's samples are reg4x4's, scaled by its factor."""
-    run = tmp_path / "h200-s5a"
-    shutil.copytree(REPO / "results" / "h200-s5a", run)
-    config = json.loads((run / "config.json").read_text())
-    config["kernels"]["matmul"]["sweeps"] = ["tiled"]
-    (run / "config.json").write_text(json.dumps(config))
-    for source in sorted((run / "timing" / "matmul").glob("*/reg4x4/rep*.json")):
-        record = json.loads(source.read_text())
+def _synthetic_sweep_run(tmp_path: Path, source: Path, factors: dict[str, float]) -> Path:
+    """A copy of the synthetic seed run (matmul at 1024^3 and 4096^3, tile16, reg4x4 and the three
+    libraries) with matmul points added: each point's samples are reg4x4's, scaled by its factor."""
+    from synthetic import copy_run, edit
+
+    run = copy_run(source, tmp_path)
+    edit(run / "config.json", lambda config: config["kernels"]["matmul"].update(sweeps=["tiled"]))
+    for path in sorted((run / "timing" / "matmul").glob("*/reg4x4/rep*.json")):
+        record = json.loads(path.read_text())
         for point, factor in factors.items():
             record_point = {**record, "layout": point, "samples_us": [s * factor for s in record["samples_us"]]}
-            target = source.parent.parent / point / source.name
+            target = path.parent.parent / point / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(json.dumps(record_point))
     return run
 
 
-def test_sweeps_section_is_computed_from_the_samples(tmp_path, fixture_kernels):
+def test_sweeps_section_is_computed_from_the_samples(tmp_path, seed_run, fixture_kernels):
     from kernelkit.report.run import Run
     from kernelkit.report.sweeps import section_sweeps, sweep_results
 
     matmul = specs.load("matmul")
     names = [specs.file_name(n) for n in matmul.sweep("tiled", [(1024, 1024, 1024), MATMUL_SHAPE]).names[:3]]
-    run_dir = _synthetic_sweep_run(tmp_path, dict(zip(names, (1.3, 0.7, 1.0))))
+    run_dir = _synthetic_sweep_run(tmp_path, seed_run, dict(zip(names, (1.3, 0.7, 1.0))))
     run = Run(run_dir)
     results = {r.shape: r for r in sweep_results(run)}
     assert set(results) == {"1024x1024x1024", "4096x4096x4096"}
@@ -179,14 +178,14 @@ def test_sweeps_section_is_computed_from_the_samples(tmp_path, fixture_kernels):
     assert figure.svg.startswith("<svg") and all(specs.display_name(n)[len("tiled["):-1] in figure.svg for n in names)
 
 
-def test_ladder_reaches_the_best_point_with_its_fraction(tmp_path):
+def test_ladder_reaches_the_best_point_with_its_fraction(tmp_path, seed_run):
     import kernelkit.report.assemble  # noqa: F401  (the package's section modules load through it)
     from kernelkit.report.answers import ladder_text, operation_answers
     from kernelkit.report.limits import judge
     from kernelkit.report.run import Run
 
     point = "tiled@bm=64,bn=64,bk=8"
-    run = Run(_synthetic_sweep_run(tmp_path, {point: 0.5}))
+    run = Run(_synthetic_sweep_run(tmp_path, seed_run, {point: 0.5}))
     answer = next(a for a in operation_answers(run) if (a.kernel, a.shape) == ("matmul", "4096x4096x4096"))
     written = {l: run.pooled_median("matmul", "4096x4096x4096", l) for l in ("tile16", "reg4x4", point)}
     assert answer.best_written == (point, min(written.values())) and written[point] == min(written.values())
