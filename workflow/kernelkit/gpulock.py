@@ -159,9 +159,10 @@ def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
         os.pwrite(fd, text.encode(), 0)
 
 
-# GPUs this process holds: key -> descriptor. Never closed by the kit in a command's own process:
-# the kernel closes it when the process exits, after the CUDA context is gone.
-_held: dict[str, int] = {}
+# GPUs this process holds: key -> (descriptor, the record of taking it). The descriptor is never
+# closed by the kit in a command's own process: the kernel closes it when the process exits, after
+# the CUDA context is gone. A nested stretch names the same acquisition and previous holder.
+_held: dict[str, tuple[int, GpuWork]] = {}
 # Only a command that is its own process keeps its hold until it exits; a caller that runs a
 # command inside a longer-lived process (the tests) lets it go after the body.
 _command_is_process = False
@@ -213,6 +214,9 @@ def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
     began = time.monotonic()
     if not settings.enabled or key in _held or held_by_ancestor():
         record.nested = settings.enabled
+        if key in _held:
+            outer = _held[key][1]
+            record.acquired_unix_s, record.previous_holder = outer.acquired_unix_s, dict(outer.previous_holder)
         try:
             yield record
         finally:
@@ -234,10 +238,10 @@ def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
     record.acquired_unix_s = time.time()
     record.previous_holder = _read_holder(fd)
     _write_holder(fd, {"pid": os.getpid(), "host": socket.gethostname(), "acquired_unix_s": record.acquired_unix_s})
-    _held[key] = fd
+    _held[key] = (fd, record)
     try:
         yield record
     finally:
         record.held_s = round(time.monotonic() - got, 6)
         if not _command_is_process:
-            os.close(_held.pop(key))
+            os.close(_held.pop(key)[0])

@@ -19,6 +19,7 @@ still keep every repeat in a process of its own, which the diff's statistics res
 from __future__ import annotations
 
 import random
+import re
 import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -171,3 +172,81 @@ class Plan:
             targets += self.correctness_files(kernel) + self.control_files(kernel) + self.sanitizer_files(kernel)
         return (targets + self.timing_files() + self.timing_files(cache="cold") + self.span_files()
                 + self.profile_files() + self.report_files())
+
+    # --- targets a person names --------------------------------------------------------------------
+    def target_problem(self, target: str, gpus: list[int] | None = None) -> str | None:
+        """One sentence on what is wrong with a target path a command names, or None for one this
+        plan builds (or that is not a run's record, which Snakemake judges itself)."""
+        import os
+
+        from kernelkit import KitError
+
+        clean = os.path.normpath(os.path.relpath(target) if os.path.isabs(target) else target)
+        if clean == ".." or clean.startswith("../"):
+            return f"target '{target}' is outside this checkout; name it from the repository root, as results/{self.run}/..."
+        parts = clean.split("/")
+        if parts[0] not in ("results", "reports") or len(parts) < 3 or parts[1] == "diff":
+            return None
+        if parts[1] != self.run:
+            return (f"target '{target}' belongs to run '{parts[1]}', not to this run '{self.run}'; "
+                    f"add --config run={parts[1]} to build it")
+        for template in (paths.TIMING, paths.SPAN, paths.CORRECTNESS, paths.CONTROL, paths.SANITIZER, paths.PROFILE,
+                         paths.CARD_ENVIRONMENT, paths.CARD_CEILING, paths.CEILING, paths.FIGURE):
+            body = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+            match = re.fullmatch(body, clean)
+            if match is None:
+                continue
+            part = match.groupdict()
+            if part.get("view", "timing") not in ("timing", "cold") or part.get("kernel") == "clocks.svg":
+                return None
+            try:
+                return self._part_problem(part, template, gpus)
+            except KitError as error:
+                return f"target '{target}': {error}"
+        return None
+
+    def _part_problem(self, part: dict[str, str], template: str, gpus: list[int] | None) -> None:
+        """Raise KitError naming the first part of a target that the config does not allow."""
+        from kernelkit import KitError
+
+        def allowed(what: str, value: str, choices: list[str], where: str) -> None:
+            if value not in choices:
+                raise KitError(f"{what} '{value}' is not {where}; allowed: {', '.join(choices) or '(none)'}")
+
+        if "n" in part and not re.fullmatch(r"[1-9][0-9]*", part["n"]):
+            raise KitError(f"names repeat 'rep{part['n']}'; repeats count from rep1 "
+                           "(config keys 'timing.repeats', 'span.repeats')")
+        if "gpu" in part:
+            further = [str(gpu) for gpu in (gpus or [])[1:]]
+            allowed("card", part["gpu"], further, "a further card of this run (config key 'gpus')")
+        if "ceiling" in part:
+            allowed("ceiling", part["ceiling"], self.ceiling_kinds(), "configured")
+        if "kernel" not in part:
+            return None
+        kernel = part["kernel"].removesuffix(".svg") if template == paths.FIGURE else part["kernel"]
+        allowed("kernel", kernel, self.kernels, "configured")
+        if "shape" in part:
+            self.specs[kernel].parse_shape(part["shape"])
+            allowed("shape", part["shape"], self.shapes(kernel), f"configured for kernel '{kernel}'")
+        if "layout" in part:
+            allowed("layout", part["layout"], self.layouts[kernel], f"configured for kernel '{kernel}'")
+        if "control" in part:
+            allowed("negative control", part["control"], self.controls(kernel), f"defined for kernel '{kernel}'")
+        if template == paths.SANITIZER and not self.sanitizer_files(kernel):
+            raise KitError(f"kernel '{kernel}' has no sanitizer record (no hand-written layout configured, or "
+                           "config key 'sanitize' is off)")
+        if template == paths.TIMING:
+            repeat = int(part["n"])
+            if repeat > self.repeats:
+                raise KitError(f"repeat {repeat} is beyond config key 'timing.repeats' ({self.repeats})")
+            cache = "cold" if part["view"] == "cold" else "warm"
+            if cache not in self.caches:
+                raise KitError(f"{cache}-cache targets are not configured; config key 'timing.cache' allows: "
+                               f"{', '.join(self.caches)}")
+        if template == paths.SPAN:
+            if kernel not in self.span_kernels:
+                raise KitError(f"kernel '{kernel}' has no span targets; config key 'span.kernels' allows: "
+                               f"{', '.join(self.span_kernels) or '(none: the config has no span key)'}")
+            if int(part["n"]) > self.span_repeats:
+                raise KitError(f"span repeat {part['n']} is beyond config key 'span.repeats' ({self.span_repeats})")
+        return None

@@ -321,6 +321,12 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
                 raise _refuse(kind, path, "field 'skipped' must be the reason, a text")
         else:
             check_samples(record["samples_us"], kind, path)
+            placement = record.get("sample_placement")
+            if placement is not None and (not isinstance(placement, list) or len(placement) != len(record["samples_us"])
+                                          or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
+                                                     for p in placement)):
+                raise _refuse(kind, path, "field 'sample_placement' must give a placement index (0, 1, ...) for "
+                                          "every sample")
             for key in ("bytes_moved", "flops"):
                 if not _number(record[key]) or record[key] < 0:
                     raise _refuse(kind, path, f"field '{key}' must be a number of at least 0")

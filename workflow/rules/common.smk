@@ -96,6 +96,13 @@ try:
     GPUS = kit_cards.discover(config.get("gpus")) if workflow.local_exec else None
 except KitError as error:
     refuse(str(error))
+# The targets a command names, checked against the plan before Snakemake looks for rules: one
+# sentence for a kernel, shape, layout, repeat or run the config does not have.
+for argument in sys.argv[1:]:
+    if re.search(r"^(results/|reports/|\.\./|/).*\.(json|md|html|svg|csv)$", argument):
+        problem = PLAN.target_problem(argument, GPUS)
+        if problem:
+            refuse(problem)
 EXPECTED_WORK = kit_cards.expected_work(config, SPECS)
 CARD_OF_SHAPE = kit_cards.assign(EXPECTED_WORK, GPUS) if GPUS else {}
 CARD_OF_CHECKS = kit_cards.check_cards(config, SPECS, GPUS) if GPUS else {}
@@ -112,6 +119,12 @@ def frozen(inputs):
     if isinstance(inputs, list):
         return [ancient(name) for name in inputs]
     return ancient(inputs)
+
+
+def recorded(files):
+    """What a reader of the run (summary, figures, report) needs of these records: all of them, or,
+    in a committed run, those it holds (the plan of today's config may name records it never made)."""
+    return [ancient(name) for name in files if os.path.exists(name)] if FROZEN else files
 
 
 wildcard_constraints:
@@ -224,7 +237,8 @@ def card_resources(kernel=None):
 
 
 def check_priority(kernel):
-    return CHECK_PRIORITY + len(KERNELS) - CHECK_RANK[kernel]
+    """The kernel with the most expected timing work (the highest rank) opens its gates first."""
+    return CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
 
 
 def diff_side(run):

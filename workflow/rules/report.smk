@@ -1,6 +1,6 @@
 rule summary:
     input:
-        PLAN.timing_files() + PLAN.timing_files(cache="cold"),
+        recorded(PLAN.timing_files() + PLAN.timing_files(cache="cold")),
     output:
         report(
             paths.SUMMARY,
@@ -17,7 +17,7 @@ rule summary:
 
 rule figure:
     input:
-        lambda wildcards: PLAN.timing_files(checked_kernel(wildcards), PLAN.caches[0]),
+        lambda wildcards: recorded(PLAN.timing_files(checked_kernel(wildcards), PLAN.caches[0])),
     output:
         report(
             paths.FIGURE,
@@ -26,7 +26,7 @@ rule figure:
             subcategory="{kernel}",
         ),
     log:
-        paths.log(paths.FIGURE, "figures/{kernel}"),
+        "reports/{run}/logs/figures/{kernel}.log",
     wildcard_constraints:
         # figures/clocks.svg is the clock figure's (a kernel folder cannot be named "clocks").
         # The lookahead reads past the wildcard: "$" is not honoured inside a constraint.
@@ -39,7 +39,7 @@ rule figure:
 
 rule clock_figure:
     input:
-        PLAN.timing_files() + PLAN.timing_files(cache="cold"),
+        recorded(PLAN.timing_files() + PLAN.timing_files(cache="cold")),
     output:
         report(
             paths.CLOCK_FIGURE,
@@ -47,7 +47,7 @@ rule clock_figure:
             category="Timings",
         ),
     log:
-        paths.log(paths.CLOCK_FIGURE, "figures/clocks"),
+        "reports/{run}/logs/figures/clocks.log",
     conda:
         "../../envs/kernelkit.yaml"
     shell:
@@ -58,12 +58,12 @@ rule report:
     input:
         config=paths.CONFIG,
         environment=paths.ENVIRONMENT,
-        checks=frozen([name for kernel in KERNELS for name in PLAN.correctness_files(kernel)
-                       + PLAN.control_files(kernel) + PLAN.sanitizer_files(kernel)]),
-        timing=PLAN.timing_files() + PLAN.timing_files(cache="cold"),
-        span=PLAN.span_files(),
-        ceilings=PLAN.ceiling_files(),
-        profile=PLAN.profile_files(),
+        checks=recorded([name for kernel in KERNELS for name in PLAN.correctness_files(kernel)
+                         + PLAN.control_files(kernel) + PLAN.sanitizer_files(kernel)]),
+        timing=recorded(PLAN.timing_files() + PLAN.timing_files(cache="cold")),
+        span=recorded(PLAN.span_files()),
+        ceilings=recorded(PLAN.ceiling_files()),
+        profile=recorded(PLAN.profile_files()),
         summary=paths.SUMMARY,
         figures=expand(paths.FIGURE, run="{run}", kernel=KERNELS),
         clocks=paths.CLOCK_FIGURE,
@@ -80,7 +80,7 @@ rule report:
             category="Report",
         ),
     log:
-        paths.log(paths.REPORT_MARKDOWN, "report"),
+        "reports/{run}/logs/report.log",
     conda:
         "../../envs/kernelkit.yaml"
     shell:
