@@ -79,7 +79,7 @@ def test_per_card_targets_name_the_run_cards():
     assert done.returncode == 0 and "card_ceiling" in done.stdout, done.stdout + done.stderr
     assert_one_sentence(
         snakemake("-n", "--cores", "1", card_ceiling.replace("/1/", "/2/"), "--config", "gpus=[0,1]"),
-        "card 2 is not a further card of this run (config key 'gpus'",
+        "card '2' is not a further card of this run (config key 'gpus'",
     )
 
 

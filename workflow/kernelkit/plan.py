@@ -197,7 +197,7 @@ class Plan:
             if match is None:
                 continue
             part = match.groupdict()
-            if part.get("view", "timing") not in ("timing", "cold") or part.get("kernel") == "clocks.svg":
+            if part.get("view", "timing") not in ("timing", "cold") or clean == self.path(paths.CLOCK_FIGURE):
                 return None
             try:
                 return self._part_problem(part, template, gpus)
