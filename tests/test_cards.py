@@ -96,40 +96,35 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
     validated = kit_config.load(REPO / "config" / "config.yaml")
     checks_on = cards.check_cards(validated, {name: specs.load(name) for name in validated["kernels"]}, [0, 1])
     # Both cards take checks (the default config's six kernels), neither more than about half the jobs.
-    check_jobs = [job for job in jobs if job["rule"] in ("correctness", "negative_control", "sanitize")]
+    check_rules = ("correctness_", "negative_controls_", "sanitize_")
+    check_jobs = [job for job in jobs if job["rule"].startswith(check_rules)]
     per_card = [sum(job["pinned"] == card for job in check_jobs) for card in (0, 1)]
     assert min(per_card) > 0 and max(per_card) / sum(per_card) < 0.6, per_card
     seen: dict[tuple[str, str], set[int]] = {}
-    gpu_rules = {"timing", "span", "profile", "correctness", "negative_control", "sanitize", "environment",
-                 "ceiling", "card_environment", "card_ceiling"}
-    assert {job["rule"] for job in jobs} >= gpu_rules - {"profile", "sanitize"}
     report_stages = {"summary", "figure", "clock_figure", "report"}
-    assert {job["rule"] for job in jobs} >= report_stages
+    assert {job["rule"] for job in jobs} >= report_stages | {"environment", "ceiling", "card_environment", "card_ceiling", "span"}
     for job in jobs:
-        if job["rule"] not in gpu_rules:
-            # No GPU asked for; the report's stages go to the first card's worker pool (warm by then).
-            assert "gpu" not in job["resources"] and "gpu_0" not in job["resources"], job
-            assert job["pinned"] == (0 if job["rule"] in report_stages else None), job
+        kernel = job["wildcards"].get("kernel") or next(
+            (job["rule"].split("_", 1)[1] for prefix in (*check_rules, "timing_") if job["rule"].startswith(prefix)), None)
+        if kernel and job["rule"].startswith("negative_controls_"):
+            kernel = job["rule"].removeprefix("negative_controls_")
+        if "gpu" not in job["resources"]:
+            # No GPU asked for: the report's stages, the config record.
+            assert job["rule"] in report_stages | {"run_config", "all"} and "gpu_0" not in job["resources"], job
+            assert job["pinned"] is None, job
             continue
         wildcards = job["wildcards"]
         if "shape" in wildcards:
-            expected = placed[(wildcards["kernel"], wildcards["shape"])]
-            seen.setdefault((wildcards["kernel"], wildcards["shape"]), set()).add(job["pinned"])
-        elif "kernel" in wildcards:
-            expected = checks_on[wildcards["kernel"]]
+            expected = placed[(kernel, wildcards["shape"])]
+            seen.setdefault((kernel, wildcards["shape"]), set()).add(job["pinned"])
+        elif kernel:
+            expected = checks_on[kernel]
         else:
             expected = int(wildcards.get("gpu", 0))
         assert job["pinned"] == expected, job
         assert job["resources"]["gpu"] == "1"
         assert job["resources"][f"gpu_{expected}"] == "1" and job["resources"][f"gpu_{1 - expected}"] == "0", job
-        # Jobs that run in the card's worker pool (the sanitizer's only starts its tool's children
-        # there) also take one of its bounded pool slots; the environment's and the ceilings' own
-        # processes do not.
-        if job["rule"] in ("timing", "span", "correctness", "negative_control", "sanitize"):
-            assert job["resources"][f"gpu_{expected}_pool"] == "1", job
-            assert job["resources"][f"gpu_{1 - expected}_pool"] == "0", job
-        else:
-            assert not any(name.endswith("_pool") for name in job["resources"]), job
+        assert not any(name.endswith("_pool") for name in job["resources"]), job
     assert all(len(pins) == 1 for pins in seen.values()), seen
     assert {pin for pins in seen.values() for pin in pins} == {0, 1}
     per_card = [job for job in jobs if job["rule"] in ("card_environment", "card_ceiling")]

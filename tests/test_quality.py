@@ -81,18 +81,7 @@ def test_sampler_thread_reads_until_stopped():
 CEILING = {"copy_gb_s": 4000.0, "gemm_gflop_s": 50_000.0, "floor_us": 2.0}
 
 
-def test_roofline_picks_the_bounding_ceiling_and_flags_the_impossible():
-    # A copy-like kernel: 1 GB in 0.5 ms is 2000 GB/s, half the copy ceiling.
-    memory = ceilings.roofline(10**9, 10**8, 500.0, CEILING)
-    assert memory["bound"] == "memory" and memory["fraction"] == pytest.approx(0.5) and not memory["impossible"]
-    # 4096^3 GEMM in 2.7 ms: 50.9 TFLOP/s, 1.8% above the 50 TFLOP/s ceiling: at it, not above.
-    gemm = ceilings.roofline(3 * 4 * 4096**2, 2 * 4096**3, 2700.0, CEILING)
-    assert gemm["bound"] == "arithmetic" and gemm["fraction"] == pytest.approx(2 * 4096**3 / 2.7e-3 / 5e13)
-    assert gemm["at_ceiling"] and not gemm["impossible"]
-    # In 2.6 ms: 52.9 TFLOP/s, 5.7% above: impossible.
-    faster = ceilings.roofline(3 * 4 * 4096**2, 2 * 4096**3, 2600.0, CEILING)
-    assert faster["impossible"] and not faster["at_ceiling"]
-    assert ceilings.roofline(1, 1, 1.0, {})["bound"] == "unknown"
+def test_a_time_within_three_times_the_harness_floor_is_near_it():
     assert ceilings.near_floor(5.9, 2.0) and not ceilings.near_floor(6.1, 2.0) and not ceilings.near_floor(1.0, None)
 
 

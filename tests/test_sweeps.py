@@ -92,7 +92,9 @@ def test_a_sweep_the_spec_lacks_is_one_sentence(fixture_kernels):
 
 def test_plan_times_every_point_on_every_shape_and_repeat(fixture_kernels):
     config = kit_config.validate(kit_config.read_yaml(SWEEP_CONFIG), kernels_root=fixture_kernels)
-    plan = kit_config.timing_plan(config)
+    from kernelkit.plan import Plan
+
+    plan = Plan(config, {kernel: specs.load(kernel) for kernel in config["kernels"]}).timed_targets()
     expected = set()
     for kernel, entry in config["kernels"].items():
         spec = specs.load(kernel)
@@ -101,9 +103,9 @@ def test_plan_times_every_point_on_every_shape_and_repeat(fixture_kernels):
         assert points
         expected |= {(kernel, shape, layout, repeat) for shape in entry["shapes"]
                      for layout in [*entry["layouts"], *points] for repeat in (1, 2)}
-    assert {t.key[:4] for t in plan} == expected and len(plan) == len(expected)
+    assert set(plan) == expected and len(plan) == len(expected)
     # Points are shuffled among the configured layouts, not appended after them.
-    first = [t.layout for t in plan if t.repeat == 1]
+    first = [layout for _, _, layout, repeat in plan if repeat == 1]
     configured = [i for i, layout in enumerate(first) if "@" not in layout]
     points = [i for i, layout in enumerate(first) if "@" in layout]
     assert min(points) < max(configured) and min(configured) < max(points)
@@ -116,8 +118,9 @@ def test_dry_run_makes_a_target_per_point(fixture_kernels):
                      "--config", "run=pytest-sweep")
     assert done.returncode == 0, done.stderr
     counts = job_counts(done.stdout)
-    assert counts["correctness"] == sum(len(v) for v in layouts.values())
-    assert counts["timing"] == sum(len(v) * len(config["kernels"][k]["shapes"]) * 2 for k, v in layouts.items())
+    # One correctness job per kernel writing every point's record; one timing job per kernel/shape/repeat.
+    assert all(counts[f"correctness_{kernel}"] == 1 for kernel in layouts)
+    assert all(counts[f"timing_{k}"] == len(config["kernels"][k]["shapes"]) * 2 for k in layouts)
     for kernel, names in layouts.items():
         for name in names:
             assert f"results/pytest-sweep/correctness/{kernel}/{name}.json" in done.stdout

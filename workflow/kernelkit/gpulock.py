@@ -196,8 +196,12 @@ def held_by_ancestor() -> bool:
 
 
 def child_environment() -> dict[str, str]:
-    """The environment for a child this process starts on the GPU it holds."""
-    return {**os.environ, HELD_BY_VARIABLE: str(os.getpid())}
+    """The environment for a child this process starts on the GPU it holds: under this process's
+    hold, and running this checkout's kit first, whatever else PYTHONPATH names (a tool's child
+    must check the code this job runs, not another installed copy)."""
+    kit_root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(part for part in (kit_root, os.environ.get("PYTHONPATH", "")) if part)
+    return {**os.environ, "PYTHONPATH": path, HELD_BY_VARIABLE: str(os.getpid())}
 
 
 @contextlib.contextmanager
