@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-import functools
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,20 +12,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "workflow"))
 os.environ["KERNELKIT_KERNELS"] = str(REPO / "kernels")
-
-
-@functools.lru_cache(maxsize=None)
-def committed_timings(run: str) -> tuple[dict, ...]:
-    """The warm timing records of the committed run results/<run>, read once per test session
-    (several test files check the same runs). Read-only: every caller shares them."""
-    return tuple(json.loads(p.read_text()) for p in (REPO / "results" / run).glob("timing/*/*/*/rep*.json"))
-
-
-def above_and_within_one_percent(result) -> tuple[list, list]:
-    """A diff's configurations above 5 us, and those of them whose pooled medians lie within 1% of
-    each other: issue 13's measure of two runs' agreement."""
-    above = [c for c in result.comparisons if min(c.median_a, c.median_b) > 5.0]
-    return above, [c for c in above if abs(c.change) <= 0.01]
 
 
 @pytest.fixture(scope="session")
@@ -86,28 +69,6 @@ def pytest_collection_modifyitems(config, items):
 def snakemake(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     exe = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
     return subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-
-
-def pool_pids(name: str) -> list[int]:
-    """The processes of the worker pool called `name` (kernelkit.worker_client.pool_address, without
-    its leading NUL), read from their command lines."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and name.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
-            continue
-    return pids
-
-
-def kill_waiting_children(lock_dir: Path) -> None:
-    """End every waiting sanitizer child (kernelkit.standby) left under `lock_dir`, with its shell."""
-    for supervisor in lock_dir.glob("kernelkit-standby-*/*/*/supervisor"):
-        try:
-            os.killpg(int(supervisor.read_text()), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
 
 
 def kit_env(root: Path = REPO, **extra: str) -> dict[str, str]:

@@ -306,6 +306,7 @@ def test_a_record_of_a_million_samples_diffs_in_bounded_time(project, kit):
     path = project / "results" / "b" / TIMING
     record = json.loads(path.read_text())
     record["samples_us"] = [record["samples_us"][i % 15] for i in range(1_000_000)]
+    record.pop("sample_placement", None)
     path.write_text(json.dumps(record))
     began = time.monotonic()
     done = kit(project, "diff", "results/a", "results/b", "--markdown", "reports/d.md")

@@ -25,12 +25,14 @@ import yaml
 
 from conftest import REPO, job_counts, snakemake
 
-# A committed run made by this kit on two GPUs (every target of today's default config exists in it,
-# so only the CPU rules run) and the committed one-GPU run it is diffed against (the diff reads
-# summaries only).
-RUN, OTHER = "h200-w2x2d", "h200-w2x1d"
+# Two committed synthetic runs (tests/synthetic.py, written with the kit's writers): the workflow's
+# config is the runs' own, so every record exists and only the CPU rules run; B is diffed against A.
+RUN, OTHER = "synthetic-b", "synthetic-a"
 DIFF_TARGET = f"reports/diff/{OTHER}__vs__{RUN}/diff.md"
-TIMED_SHAPE = ("rmsnorm", "512x128")
+TIMED_SHAPE = ("bias_gelu", "1024x256")
+# Every hand-written layout of bias_gelu, so that every one of its negative controls has a record
+# (the kernels' CPU emulations show them all); a library baseline beside them.
+KERNELS = {"bias_gelu": {"layouts": ["elementwise", "vec4", "flat", "cupy"], "shapes": ["1024x256"]}}
 # The kit's sentence for a machine without a usable GPU (kernelkit/device.py), after "kernelkit <cmd>: ".
 NO_GPU_SENTENCE = re.compile(
     r"^kernelkit (environment|time): (CuPy is not installed|no usable NVIDIA GPU or driver|no NVIDIA GPU is visible)"
@@ -68,28 +70,23 @@ class ClusterRun:
 
 
 def copy_repository(target: Path) -> None:
-    """The workflow, kernels, config and the two committed runs (committed in a new git repository),
-    with results newer than sources.
+    """The workflow, kernels, profiles and two synthetic runs committed in a new git repository,
+    with results newer than sources, and the runs' own config as config/config.yaml (Snakemake 9.27
+    does not pass --replace-workflow-config on to the jobs it submits, so the config must be that file)."""
+    import synthetic
 
-    The copy's config/config.yaml is the default config with the run's two cards: Snakemake 9.27
-    does not pass --replace-workflow-config on to the jobs it submits, so the config must be that file.
-    """
     ignore = shutil.ignore_patterns("__pycache__", ".snakemake")
     for name in ("Snakefile", "pyproject.toml"):
         shutil.copy2(REPO / name, target / name)
-    for name in ("workflow", "config", "kernels", "envs"):
+    for name in ("workflow", "config", "kernels", "envs", "profiles"):
         shutil.copytree(REPO / name, target / name, symlinks=True, ignore=ignore)
-    (target / "profiles").symlink_to("profiles")
-    # The run was made with two repeats, before the default became three: its config is the
-    # default with the repeats and the cards it was made with.
-    config = (REPO / "config" / "config.yaml").read_text()
-    repeats = json.loads((REPO / "results" / RUN / "config.json").read_text())["timing"]["repeats"]
-    config = re.sub(r"(?m)^(  repeats: )\d+$", rf"\g<1>{repeats}", config, count=1)
-    (target / "config" / "config.yaml").write_text(config + "\ngpus: [0, 1]\n")
-    for run in (RUN, OTHER):
-        # Without the committed logs: the logs the test reads are the ones its own jobs write.
-        shutil.copytree(REPO / "results" / run, target / "results" / run,
-                        ignore=shutil.ignore_patterns("__pycache__", ".snakemake", "logs"))
+    from kernelkit import spec as specs
+
+    controls = {kernel: list(specs.load(kernel).mutations) for kernel in KERNELS}
+    synthetic.write_run(target, OTHER, kernels=KERNELS, controls=controls, sanitizer=True)
+    synthetic.write_run(target, RUN, kernels=KERNELS, controls=controls, seed=1, sanitizer=True)
+    config = json.loads((target / "results" / RUN / "config.json").read_text())
+    (target / "config" / "config.yaml").write_text(yaml.safe_dump(config))
     # A fresh clone gives every file its checkout time in no particular order; the committed
     # results must not look older than the kernel sources they were made from.
     sources_time = os.stat(target / "Snakefile").st_mtime - 3600
@@ -97,14 +94,12 @@ def copy_repository(target: Path) -> None:
         for path in (target / folder).rglob("*"):
             if path.is_file() and not path.is_symlink():
                 os.utime(path, (sources_time, sources_time))
-    # One time for every result: touched one by one, in the file system's order, a record could end
-    # up newer than a record made from it, and Snakemake would rerun its GPU jobs.
     results_time = sources_time + 1800
     for path in (target / "results").rglob("*"):
         if path.is_file():
             os.utime(path, (results_time, results_time))
-    # Committed, as in a clone: a committed run is reported from the records it has (a negative
-    # control added to a kernel folder since is not asked of it), and never measured again.
+    # Committed, as in a clone: a committed run is reported from the records it has and never
+    # measured again by accident.
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     subprocess.run([*git, "add", "results"], cwd=target, check=True)
@@ -163,7 +158,7 @@ def cluster(tmp_path_factory) -> ClusterRuns:
     cpu = run_on_cluster(copy, f"reports/{RUN}/report.md", DIFF_TARGET)
     timed = [
         f"results/{RUN}/timing/{TIMED_SHAPE[0]}/{TIMED_SHAPE[1]}/{layout}/rep{n}.json"
-        for layout in ("t32", "t256")
+        for layout in ("elementwise", "cupy")
         for n in (1, 2)
     ]
     gpu_targets = [f"results/{RUN}/environment.json", *timed]
@@ -181,37 +176,34 @@ def cluster(tmp_path_factory) -> ClusterRuns:
 def test_cpu_stages_complete_through_sbatch_and_rebuild_the_committed_report_and_diff(cluster):
     cpu = cluster.cpu
     assert cpu.returncode == 0, cpu.output[-3000:]
-    # Only the CPU rules: the committed run's checks and timings are reused, not redone (the copy
-    # touches the results one after another, so the summary may look older than a timing file).
+    # Only the CPU rules: the committed runs' checks and timings are read, not redone.
     counts = job_counts(cpu.output)
-    kernels = len(yaml.safe_load((REPO / "config" / "config.yaml").read_text())["kernels"])
-    summary = counts.get("summary", 0)
-    assert summary in (0, 1) and counts == {"clock_figure": 1, "diff": 1, "figure": kernels, "report": 1,
-                                            **({"summary": 1} if summary else {}), "total": kernels + 4 + summary - 1}, counts
+    kernels = len(json.loads((cluster.copy / "results" / RUN / "config.json").read_text())["kernels"])
+    summaries = counts.get("summary", 0)
+    assert summaries in (0, 1) and counts == {"clock_figure": 1, "diff": 1, "figure": kernels, "report": 1,
+                                              **({"summary": 1} if summaries else {}),
+                                              "total": kernels + 3 + summaries}, counts
     assert len(cpu.sbatch_lines) == counts["total"] and len(cpu.records) == counts["total"]
     for record in cpu.records.values():
         assert record["JobState"] == "COMPLETED"
         assert "gpu" not in record.get("TresPerJob", "")
     copy = cluster.copy
-    for path in (f"reports/{RUN}/report.md", DIFF_TARGET):
-        assert (copy / path).read_text() == (REPO / path).read_text(), path
+    assert (copy / f"reports/{RUN}/report.md").read_text().startswith(f"# kernelkit report: run {RUN}")
+    assert "configurations" in (copy / DIFF_TARGET).read_text()
 
 
 @needs_slurm
-def test_gpu_jobs_ask_slurm_for_one_gpu_per_allocation_and_one_allocation_per_kernel_shape(cluster):
+def test_gpu_jobs_ask_slurm_for_one_gpu_per_allocation_and_one_allocation_per_job(cluster):
     gpu = cluster.gpu
     assert gpu.returncode != 0  # no GPU on this node
     assert all("--gpus=1" in line.split(" --wrap=")[0] for line in gpu.sbatch_lines), gpu.sbatch_lines
-    # The environment and one group holding all four timings of rmsnorm 512x128: two allocations.
-    assert len(gpu.sbatch_lines) == 2 and len(gpu.records) == 2
-    kernel, shape = TIMED_SHAPE
-    group = [line for line in gpu.sbatch_lines if f"group_timed-{kernel}-{shape}" in line]
-    assert len(group) == 1 and group[0].count("'timing:run=") == 4
+    # The environment and one timing job per repeat of the shape (each times every layout).
+    assert len(gpu.sbatch_lines) == 3 and len(gpu.records) == 3, gpu.sbatch_lines
     for record in gpu.records.values():
         assert record["TresPerJob"] == "gres:gpu:1"
         assert record["JobState"] == "FAILED"
     comments = sorted(record["Comment"] for record in gpu.records.values())
-    assert comments == ["rule_environment_environment", f"rule_timed-{kernel}-{shape}_timing"]
+    assert [comment.split("_")[1] for comment in comments] == ["environment", "timing", "timing"], comments
 
 
 @needs_slurm
@@ -220,11 +212,9 @@ def test_gpu_jobs_fail_on_the_gpu_less_node_with_the_kits_one_sentence(cluster):
     environment = (logs / "environment.log").read_text().strip()
     assert NO_GPU_SENTENCE.match(environment) and len(environment.splitlines()) == 1, environment
     kernel, shape = TIMED_SHAPE
-    timing_logs = [path.read_text().strip() for path in (logs / "timing" / kernel / shape).glob("*/rep*.log")]
-    ran = [text for text in timing_logs if text]
-    # The group stops at its first failure; every timing that ran said why in one line.
-    assert ran, "no timing job of the group wrote its log"
-    for text in ran:
+    timing_logs = [path.read_text().strip() for path in (logs / "timing" / kernel / shape / "all").glob("rep*.log")]
+    assert len(timing_logs) == 2
+    for text in timing_logs:
         assert NO_GPU_SENTENCE.match(text) and len(text.splitlines()) == 1, text
 
 

@@ -116,9 +116,10 @@ def test_snakemake_own_config_errors_stay_short_where_the_kit_cannot_reach(tmp_p
     assert "Config file is not valid JSON or YAML" in syntax.stdout + syntax.stderr
 
 
-def checkout_copy(tmp_path: Path, runs: list[str]) -> Path:
-    """The workflow's tracked files (as in this working tree) and the named runs, in a new git
-    repository where the runs are committed."""
+def checkout_copy(tmp_path: Path, runs: list[str], synthetic_runs: tuple[str, ...] = ()) -> Path:
+    """The workflow's tracked files (as in this working tree), the named runs and synthetic runs
+    of these names (tests/synthetic.py: rmsnorm only, two of its controls), in a new git repository
+    where the runs are committed."""
     copy = tmp_path / "checkout"
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
     for name in listed.decode().split("\0"):
@@ -137,6 +138,11 @@ def checkout_copy(tmp_path: Path, runs: list[str]) -> Path:
         if untracked.is_file() and "__pycache__" not in untracked.parts and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(untracked, target)
+    if synthetic_runs:
+        import synthetic
+
+        for name in synthetic_runs:
+            synthetic.write_run(copy, name)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
     subprocess.run([*git, "add", "-A"], cwd=copy, check=True)
@@ -186,10 +192,10 @@ def test_no_gpu_stops_the_run_before_any_job_with_one_sentence(tmp_path, cards):
 
 
 def test_committed_run_is_not_overwritten(tmp_path):
-    """The kernels have layouts and controls that h200-s5a never recorded, so naming it asks for
-    GPU jobs: without overwrite they are refused in one sentence before any job starts, and the
-    committed files stay as they are."""
-    copy = checkout_copy(tmp_path, runs=["h200-s5a"])
+    """The config has kernels, layouts and controls that the committed run never recorded, so naming
+    it asks for GPU jobs: without overwrite they are refused in one sentence before any job starts,
+    and the committed files stay as they are."""
+    copy = checkout_copy(tmp_path, runs=[], synthetic_runs=("h200-s5a",))
     before = {p: p.read_bytes() for p in (copy / "results" / "h200-s5a").rglob("*") if p.is_file()}
     done = snakemake("--cores", "1", "--config", "run=h200-s5a", cwd=copy)
     last = assert_stopped_before_any_job(done, "run 'h200-s5a' is committed")
@@ -206,20 +212,20 @@ def test_committed_run_is_not_overwritten(tmp_path):
 
 
 def test_a_committed_run_is_reported_from_the_controls_it_ran(tmp_path):
-    """Kernel folders gained negative controls after h200-e2 was made (layernorm stream and pipe,
-    bias_gelu flat, ...): rebuilding its report must not ask the GPU for them."""
+    """Kernel folders gained negative controls after a run was made (the synthetic run holds two of
+    rmsnorm's): rebuilding its report must not ask the GPU for the others."""
     import json
 
-    copy = checkout_copy(tmp_path, runs=["h200-e2"])
+    copy = checkout_copy(tmp_path, runs=[], synthetic_runs=("h200-e2",))
     recorded = json.loads((copy / "results" / "h200-e2" / "config.json").read_text())
     config = copy / "e2.yaml"
     config.write_text(json.dumps({key: recorded[key] for key in ("kernels", "timing", "span", "hypotheses", "gpus")
                                   if key in recorded}))
-    ran = {p.stem for p in (copy / "results" / "h200-e2" / "controls" / "layernorm").glob("*.json")}
+    ran = {p.stem for p in (copy / "results" / "h200-e2" / "controls" / "rmsnorm").glob("*.json")}
     sys.path.insert(0, str(REPO / "workflow"))
     from kernelkit import spec as specs
 
-    assert set(specs.load("layernorm").mutations) - ran, "the test needs a control the run lacks"
+    assert set(specs.load("rmsnorm").mutations) - ran, "the test needs a control the run lacks"
     done = snakemake("reports/h200-e2/report.md", "-n", "--cores", "1", "--configfile", str(config),
                      "--config", "run=h200-e2", cwd=copy)
     output = done.stdout + done.stderr
