@@ -163,7 +163,7 @@ def test_html_is_self_contained_escaped_and_small(tmp_path, run_dir):
     # The Markdown shows the markup as text too: escaped, never raw.
     assert "<script>" not in md.read_text() and "&lt;script>alert('x')&lt;/script> &amp; more" in md.read_text()
     # One timing figure and the answers chart of the one hypothesis; nothing fetched from elsewhere.
-    assert page.count("<svg") == 2 and "<img" not in page and "<link" not in page
+    assert page.count("<svg") == 3 and "<img" not in page and "<link" not in page
     assert not re.search(r"""(src|href)=["']https?:""", page)
     assert html.stat().st_size < 5 * 2**20
     # The Markdown carries the same sections and links the figure instead of inlining it.

@@ -14,7 +14,8 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from kernelkit import KitError
-from kernelkit import ceilings, checks, config, controls, diff, environment, report, scaffold, span, timing, tools
+from kernelkit import (ceilings, checks, config, controls, diff, environment, history, report, scaffold, span, timing,
+                       tools)
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -28,6 +29,7 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     tools.register,
     report.register,
     diff.register,
+    history.register,
     scaffold.register,
 )
 

@@ -1,11 +1,12 @@
-"""The diff as a document: the answer first (what changed, by how much), the evidence after.
+"""The diff as a document: what differs between the two runs first (kit, card, driver, clocks,
+config, processes), then the verdict counts and the geometric-mean change, then the rows.
 
 Only rendering lives here; every number and verdict comes from kernelkit.diff's DiffResult.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernelkit import document as doc
 
@@ -85,6 +86,108 @@ def _summary(result: DiffResult) -> list[doc.Block]:
     return blocks
 
 
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        found: dict[str, Any] = {}
+        for key, item in value.items():
+            found.update(_flatten(item, f"{prefix}{key}."))
+        return found
+    return {prefix.rstrip("."): value}
+
+
+def _config(run: Any) -> dict[str, Any] | None:
+    from kernelkit import KitError
+    from kernelkit.records import read_checked
+
+    try:
+        return read_checked(run.dir / "config.json", "config")
+    except KitError:
+        return None
+
+
+def _processes(run: Any) -> str:
+    """How many processes timed a run's records, and whether repeats shared one, from the records."""
+    from kernelkit.diff_inputs import process_of
+
+    named = {key: process_of(record, key) for key, record in run.timings.items()}
+    if not any(p[0] == "process" for p in named.values()):
+        return f"{len(named)} timing records naming no process (an older kit)"
+    processes = set(named.values())
+    by_config: dict[tuple[str, str, str], list[Any]] = {}
+    for key, process in named.items():
+        by_config.setdefault(key[:3], []).append(process)
+    shared = sum(1 for found in by_config.values() if len(set(found)) < len(found))
+    return (f"{len(named)} timing records from {len(processes)} process{'es' if len(processes) != 1 else ''}; "
+            + (f"repeats shared a process in {shared} of {len(by_config)} configurations" if shared
+               else "every repeat in a process of its own"))
+
+
+def _kit(environment: dict[str, Any]) -> str:
+    host = environment.get("host", {}) if isinstance(environment.get("host"), dict) else {}
+    commit = host.get("kit_commit")
+    dirty = host.get("kit_tree_dirty")
+    return ((str(commit)[:12] if isinstance(commit, str) and commit else "not recorded")
+            + (" with uncommitted changes" if dirty is True else " (clean tree)" if dirty is False else ""))
+
+
+def _card(environment: dict[str, Any]) -> str:
+    cuda = environment.get("cuda", {}) if isinstance(environment.get("cuda"), dict) else {}
+    gpu = environment.get("gpu", {}) if isinstance(environment.get("gpu"), dict) else {}
+    return f"{cuda.get('device_name', 'not recorded')} ({gpu.get('uuid', 'no UUID recorded')})"
+
+
+def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The rows where A and B differ (kit, card, driver, clocks, config, processes, every
+    environment field the diff compares), and the names of those that are the same."""
+    rows: list[tuple[str, str, str]] = []
+    same: list[str] = []
+
+    def compare(label: str, a: Any, b: Any) -> None:
+        if a != b:
+            rows.append((label, str(a), str(b)))
+        else:
+            same.append(label)
+
+    compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
+    compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
+    from kernelkit.diff import ENVIRONMENT_FIELDS
+
+    shown = {"GPU model", "GPU UUID"}
+    differing = {label for label, _, _ in result.environment}
+    for label, a, b in result.environment:
+        if label not in shown:
+            rows.append((label, str(a), str(b)))
+    same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
+    config_a, config_b = _config(result.a), _config(result.b)
+    if config_a is None or config_b is None:
+        rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))
+    else:
+        flat_a, flat_b = _flatten({k: v for k, v in config_a.items() if k != "run"}), \
+            _flatten({k: v for k, v in config_b.items() if k != "run"})
+        keys = sorted(k for k in set(flat_a) | set(flat_b) if flat_a.get(k, "absent") != flat_b.get(k, "absent"))
+        if keys:
+            shown_keys = keys[:6]
+            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})",
+                         "; ".join(f"{k} = {flat_a.get(k, 'absent')}" for k in shown_keys)
+                         + ("; ..." if len(keys) > 6 else ""),
+                         "; ".join(f"{k} = {flat_b.get(k, 'absent')}" for k in shown_keys)
+                         + ("; ..." if len(keys) > 6 else "")))
+        else:
+            same.append("Config (but for the run's name)")
+    compare("Processes that timed the targets", _processes(result.a), _processes(result.b))
+    return rows, same
+
+
+def _differs(result: DiffResult) -> list[doc.Block]:
+    rows, same = what_differs(result)
+    blocks: list[doc.Block] = []
+    if rows:
+        blocks.append(doc.Table(("What differs", "A", "B"), rows))
+    blocks.append(doc.Paragraph(("The same in A and B: " + ", ".join(same) + ".") if same
+                                else "Nothing else compared is the same."))
+    return blocks
+
+
 def _method(result: DiffResult) -> doc.Paragraph:
     m = len(result.comparisons)
     return doc.Paragraph(
@@ -103,6 +206,7 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
     a, b = result.a.dir.name, result.b.dir.name
     banner = gpu_banner(result)
     sections = [
+        doc.Section("What differs", _differs(result)),
         doc.Section("Summary", ([banner] if banner else []) + _summary(result)),
         doc.Section("Timings", ([banner] if banner else []) + [_method(result), doc.Table(
             ("Kernel", "Shape", "Layout", "Median A (us)", "Median B (us)", "Change", "B/A", "Interval", "Repeats A/B",
@@ -110,9 +214,6 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
             [(c.kernel, c.shape, c.layout, f"{c.median_a:.3f}", f"{c.median_b:.3f}", f"{c.change:+.2%}",
               f"{c.interval.ratio:.4f}", f"[{c.interval.low:.4f}, {c.interval.high:.4f}]", f"{c.repeats_a}/{c.repeats_b}",
               _verdict_cell(c), "; ".join(c.notes)) for c in result.by_change()])]),
-        doc.Section("Environment differences", [
-            doc.Table(("Field", "A", "B"), result.environment) if result.environment
-            else doc.Paragraph("None among GPU, UUID, driver, CUDA, NVRTC, CuPy, NumPy, clocks, power limit, ECC, MIG.")]),
         doc.Section("Kernel source, compile options and method", [
             doc.Table(("Configuration", "Change"), result.source_changes) if result.source_changes
             else doc.Paragraph("Identical source hashes, compile options and timing method for every shared target.")]),

@@ -13,6 +13,7 @@ import html
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
+from urllib.parse import quote
 
 
 @dataclass
@@ -35,6 +36,39 @@ class Marked:
 
 
 @dataclass
+class Link:
+    """Text that links to a file of the run (a record, a claims file) by a relative path: inline in a
+    `Text`, a bullet or a table cell. A link may not name a scheme or a host (`safe_href`)."""
+
+    text: str
+    href: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Strong:
+    """Text set in bold: the name that leads an answer."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+Inline = Union[str, Link, Strong]
+
+
+@dataclass
+class Text:
+    """A paragraph of text and links; `css_class` as for Paragraph."""
+
+    parts: Sequence[Inline]
+    css_class: str = ""
+
+
+@dataclass
 class Table:
     header: Sequence[str]
     rows: Sequence[Sequence[Any]]
@@ -49,14 +83,27 @@ class Figure:
     svg: str
     path: str | None
     caption: str
+    # Laid out beside its neighbours at its own width (the history page's small figures).
+    small: bool = False
 
 
 @dataclass
 class Bullets:
-    items: Sequence[str]
+    """A list; an item is text, or a sequence of text and links."""
+
+    items: Sequence[Union[str, Sequence[Inline]]]
 
 
-Block = Union[Paragraph, Table, Figure, Bullets]
+@dataclass
+class Details:
+    """Blocks a reader may skip (per-sample tables, per-repeat detail): collapsed behind `summary` in
+    HTML; in Markdown the summary in italics, then the blocks."""
+
+    summary: str
+    blocks: Sequence[Any]
+
+
+Block = Union[Paragraph, Text, Table, Figure, Bullets, Details]
 
 
 @dataclass
@@ -66,6 +113,9 @@ class Section:
     level: int = 2
     # A one-line summary: the HTML collapses the section behind it (all-pass tables a reader may skip).
     summary: str | None = None
+    # The first `box` blocks, with the heading, form the framed answer block (id "answers-block") in
+    # HTML; the blocks after it follow outside the frame.
+    box: int = 0
 
     @property
     def anchor(self) -> str:
@@ -118,11 +168,62 @@ def md_escape(value: Any) -> str:
     return re.sub(r"^([-+>]|\d+[.)])(\s)", r"\\\1\2", text)
 
 
+_SCHEME = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9+.-]*:|//|\\\\)")
+
+
+def safe_href(href: str) -> str:
+    """A link target the page may hold: a relative path or a #fragment, percent-encoded; a target
+    that names a scheme (javascript:, https:) or a host is refused with one sentence (KitError)."""
+    from kernelkit import KitError
+
+    text = clean(href)
+    if _SCHEME.match(text):
+        raise KitError(f"link target {text[:80]} names a scheme or host; the report links only to files beside it")
+    return quote(text, safe="/#._-~%")
+
+
+def _inline_markdown(parts: Union[str, Sequence[Inline]]) -> str:
+    if isinstance(parts, (str, Link, Strong)):
+        parts = [parts]
+    out = []
+    for part in parts:
+        if isinstance(part, Link):
+            out.append(f"[{md_escape(part.text)}]({safe_href(part.href)})")
+        elif isinstance(part, Strong):
+            out.append(f"**{md_escape(part.text)}**")
+        else:
+            out.append(md_escape(part))
+    return "".join(out)
+
+
+def _inline_html(parts: Union[str, Sequence[Inline]]) -> str:
+    if isinstance(parts, (str, Link, Strong)):
+        parts = [parts]
+    return "".join(f'<a href="{_h(safe_href(part.href))}">{_h(part.text)}</a>' if isinstance(part, Link)
+                   else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part) for part in parts)
+
+
 def _table_markdown(table: Table) -> str:
     aligns = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
     lines = ["| " + " | ".join(map(md_escape, table.header)) + " |", "|" + "|".join(aligns) + "|"]
-    lines += ["| " + " | ".join(map(md_escape, row)) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(_inline_markdown(cell) if isinstance(cell, Link) else md_escape(cell) for cell in row)
+              + " |" for row in table.rows]
     return "\n".join(lines)
+
+
+def _block_markdown(block: Any) -> str:
+    if isinstance(block, Paragraph):
+        return f"> {md_escape(block.text)}" if block.css_class == "banner" else md_escape(block.text)
+    if isinstance(block, Text):
+        return ("> " if block.css_class == "banner" else "") + _inline_markdown(block.parts)
+    if isinstance(block, Bullets):
+        return "\n".join(f"- {_inline_markdown(item)}" for item in block.items)
+    if isinstance(block, Table):
+        return _table_markdown(block)
+    if isinstance(block, Details):
+        return "\n\n".join([f"*{md_escape(block.summary)}*", *(_block_markdown(b) for b in block.blocks)])
+    target = block.path or "data:image/svg+xml;base64," + base64.b64encode(block.svg.encode()).decode()
+    return f"![{md_escape(block.caption)}]({target})\n\n*{md_escape(block.caption)}*"
 
 
 def contents(sections: Sequence[Section]) -> list[Section]:
@@ -136,30 +237,27 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
         out.append(f"{'#' * section.level} {md_escape(section.title)}")
         if section.summary:
             out.append(f"*{md_escape(section.summary)}*")
-        for block in section.blocks:
-            if isinstance(block, Paragraph):
-                out.append(f"> {md_escape(block.text)}" if block.css_class == "banner" else md_escape(block.text))
-            elif isinstance(block, Bullets):
-                out.append("\n".join(f"- {md_escape(item)}" for item in block.items))
-            elif isinstance(block, Table):
-                out.append(_table_markdown(block))
-            elif isinstance(block, Figure):
-                target = block.path or "data:image/svg+xml;base64," + base64.b64encode(block.svg.encode()).decode()
-                out.append(f"![{md_escape(block.caption)}]({target})\n\n*{md_escape(block.caption)}*")
+        out += [_block_markdown(block) for block in section.blocks]
     return "\n\n".join(out) + "\n"
 
 
 STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:76rem;margin:1.5rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:0.8rem 0;font-size:0.88rem}
-th,td{border:1px solid #ccc;padding:0.2rem 0.5rem;text-align:left;vertical-align:top}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:76rem;margin:1rem auto;padding:0 1rem;color:#222;
+line-height:1.4;overflow-wrap:break-word}
+h1{font-size:1.5rem;margin:0.4rem 0} h2{font-size:1.3rem;margin:1.4rem 0 0.5rem} h3{font-size:1.1rem}
+table{border-collapse:collapse;margin:0.6rem 0;font-size:0.85rem;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #ccc;padding:0.15rem 0.45rem;text-align:left;vertical-align:top}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-th{background:#f2f2f2} figure{margin:1rem 0} figcaption{font-style:italic;font-size:0.9rem}
-svg{max-width:100%;height:auto} nav.toc{font-size:0.9rem;margin:0.5rem 0 1rem}
-details{margin:0.6rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details>summary{cursor:pointer}
-section.answers{border:2px solid #446;padding:0 1rem;background:#f8f8fc}
-section.answers figure{display:inline-block;margin:0.2rem 0.8rem 0.2rem 0;vertical-align:top;max-width:30%}
-section.answers figcaption{font-size:0.8rem}
+th{background:#f2f2f2} figure{margin:0.8rem 0;max-width:100%} figcaption{font-style:italic;font-size:0.9rem}
+figure.small{display:inline-block;vertical-align:top;margin:0.4rem 0.6rem 0.4rem 0}
+svg{max-width:100%;height:auto} nav.toc{font-size:0.9rem;margin:0.3rem 0 0.6rem}
+details{margin:0.5rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details>summary{cursor:pointer}
+details.section{border:none;border-top:1px solid #ccc;padding:0.3rem 0;margin:0.3rem 0}
+details.section>summary>h2,details.section>summary>h3{display:inline;font-size:1.1rem;margin:0}
+details.section>summary>span{color:#444}
+section.answers{border:2px solid #446;padding:0 0.9rem 0.2rem;background:#f8f8fc;font-size:0.94rem;line-height:1.35}
+section.answers h2{margin:0.5rem 0 0.3rem} section.answers p{margin:0.35rem 0}
+section.answers ul{margin:0.3rem 0;padding-left:1.2rem} section.answers li{margin:0.25rem 0}
 .banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem}
 .verdict-same{color:#57606a}.verdict-faster{color:#1a7f37;font-weight:600}
 .verdict-slower{color:#cf222e;font-weight:600}.verdict-ambiguous{color:#9a6700;font-weight:600}
@@ -170,6 +268,8 @@ section.answers figcaption{font-size:0.8rem}
 def _html_cell(cell: Any) -> str:
     if isinstance(cell, Marked):
         return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>'
+    if isinstance(cell, Link):
+        return _inline_html(cell)
     return _h(str(cell))
 
 
@@ -177,8 +277,14 @@ def _block_html(block: Block) -> str:
     if isinstance(block, Paragraph):
         css = f' class="{_h(block.css_class)}"' if block.css_class else ""
         return f"<p{css}>{_h(block.text)}</p>"
+    if isinstance(block, Text):
+        css = f' class="{_h(block.css_class)}"' if block.css_class else ""
+        return f"<p{css}>{_inline_html(block.parts)}</p>"
     if isinstance(block, Bullets):
-        return "<ul>" + "".join(f"<li>{_h(item)}</li>" for item in block.items) + "</ul>"
+        return "<ul>" + "".join(f"<li>{_inline_html(item)}</li>" for item in block.items) + "</ul>"
+    if isinstance(block, Details):
+        return (f"<details><summary>{_h(block.summary)}</summary>\n"
+                + "\n".join(_block_html(b) for b in block.blocks) + "\n</details>")
     if isinstance(block, Table):
         head = "".join(f"<th>{_h(str(cell))}</th>" for cell in block.header)
         cells = ['<td class="num">' if i in block.numeric else "<td>" for i in range(len(block.header))]
@@ -186,13 +292,15 @@ def _block_html(block: Block) -> str:
                                         for i, cell in enumerate(row)) + "</tr>" for row in block.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     # SVG from matplotlib or the kit's own writers: every text in it is XML-escaped where it is written.
-    return f"<figure>{block.svg}<figcaption>{_h(block.caption)}</figcaption></figure>"
+    css = ' class="small"' if block.small else ""
+    return f"<figure{css}>{block.svg}<figcaption>{_h(block.caption)}</figcaption></figure>"
 
 
 def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | None = None) -> str:
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         *(f'<meta name="{_h(k)}" content="{_h(v)}">' for k, v in (meta or {}).items()),
         f"<title>{_h(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_h(title)}</h1>",
@@ -201,12 +309,18 @@ def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | 
     ]
     for section in sections:
         heading = f'<h{section.level} id="{section.anchor}">{_h(section.title)}</h{section.level}>'
-        body = "\n".join(_block_html(block) for block in section.blocks)
+        blocks = [_block_html(block) for block in section.blocks]
         if section.summary:
-            out.append(f"{heading}\n<details><summary>{_h(section.summary)}</summary>\n{body}\n</details>")
-        elif section.anchor == "answers":
-            out.append(f'<section class="answers" id="answers-block">{heading}\n{body}</section>')
+            # The heading sits in the summary line, so a collapsed section takes one line of the page.
+            summary = section.summary
+            if summary.lower().startswith(section.title.lower() + ":"):
+                summary = summary[len(section.title) + 1:].strip()
+            out.append(f'<details class="section"><summary>{heading} <span>{_h(summary)}</span></summary>\n'
+                       + "\n".join(blocks) + "\n</details>")
+        elif section.box:
+            out.append(f'<section class="answers" id="answers-block">{heading}\n' + "\n".join(blocks[:section.box])
+                       + "</section>\n" + "\n".join(blocks[section.box:]))
         else:
-            out.append(f"{heading}\n{body}")
+            out.append(f"{heading}\n" + "\n".join(blocks))
     out.append("</body></html>")
     return "\n".join(out) + "\n"

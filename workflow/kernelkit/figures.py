@@ -22,6 +22,11 @@ LIBRARY_COLOURS = {"cupy": "#7f7f7f", "torch": "#d62728", "triton": "#9467bd"}
 WRITTEN_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#8c564b", "#e377c2"]
 # A panel whose samples span more than this factor gets a log axis, so no bar flattens the others.
 LOG_SPAN = 10.0
+# Every figure is drawn at most this wide (inches), so that the page (1184 px of column at a 1280 px
+# window) shows it at its natural size: SVG points are 4/3 px there, so the smallest text, MIN_FONT_PT,
+# is drawn at 8 * 4/3 = 10.7 px and never scaled down.
+MAX_WIDTH_IN = 12.0
+MIN_FONT_PT = 8.0
 
 
 def layout_colours(records: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -39,20 +44,34 @@ def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelkit", "font.size": 8})
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelkit", "font.size": 10,
+                                "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
+                                "ytick.labelsize": 9, "legend.fontsize": 9, "figure.titlesize": 11})
     import matplotlib.pyplot as plt
 
     return plt
 
 
-def _svg(plt: Any, fig: Any) -> str:
+def _svg(plt: Any, fig: Any, layout: bool = True) -> str:
     """The figure as SVG text without the XML prologue, so it can sit inline in HTML."""
-    fig.tight_layout()
+    if layout:
+        fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
+
+
+def _legend_of_encodings(fig: Any, plt: Any) -> None:
+    """What the marks of a timing figure mean, once, above its panels."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color="#888888", alpha=0.35, label="median (bar)"),
+               Line2D([], [], color="black", linewidth=0.8, marker="_", markersize=8, label="min to max (whiskers)"),
+               Line2D([], [], color="#888888", linestyle="none", marker=".", markersize=6, label="every sample (points)")]
+    fig.legend(handles=handles, loc="upper right", ncol=3, frameon=False)
 
 
 def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
@@ -66,9 +85,9 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     repeats = sorted({r["repeat"] for r in records})
     columns = min(3, len(shapes))
     rows = math.ceil(len(shapes) / columns)
-    # Wide enough for one readable tick label per layout and repeat.
-    panel_width = max(3.4, 0.42 * len(layouts) * (len(repeats) + 1))
-    fig, axes = plt.subplots(rows, columns, figsize=(panel_width * columns, 2.6 * rows), squeeze=False)
+    # As wide as one readable tick label per layout needs, never wider than the page shows unscaled.
+    panel_width = min(MAX_WIDTH_IN / columns, max(3.6, 0.5 * len(layouts) * (len(repeats) + 1)))
+    fig, axes = plt.subplots(rows, columns, figsize=(panel_width * columns, 0.6 + 2.7 * rows), squeeze=False)
     colours = layout_colours(records)
     by_key = {(r["shape"], r["layout"], r["repeat"]): r["samples_us"] for r in records}
     jitter = np.random.default_rng(0)
@@ -94,17 +113,21 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
             labels.append(layout)
         rotate = len(layouts) > 3
         ax.set_xticks(ticks, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
-        ax.set_title(shape + (" (log scale)" if log else ""))
-        ax.set_ylabel("us per launch")
+        ax.set_title(shape)
+        ax.set_xlabel("layout")
+        ax.set_ylabel("µs per launch, " + ("log scale" if log else "linear"))
         if log:
             ax.set_yscale("log")
+            _plain_log_ticks(ax.yaxis)
         else:
             ax.set_ylim(bottom=0)
     for ax in list(axes.flat)[len(shapes):]:
         ax.axis("off")
-    fig.suptitle(f"{kernel}: median (bar), min-max (whiskers), every sample (points)\n"
-                 f"repeats {', '.join(f'rep{r}' for r in repeats)} left to right in each group")
-    return _svg(plt, fig)
+    fig.suptitle(f"{kernel}: repeats {', '.join(f'rep{r}' for r in repeats)} left to right under each layout",
+                 x=0.01, ha="left")
+    _legend_of_encodings(fig, plt)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (0.6 + 2.7 * rows)))
+    return _svg(plt, fig, layout=False)
 
 
 def clock_figure(records: Sequence[dict[str, Any]]) -> str:
@@ -124,9 +147,9 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
                 label="SM clock")
         ax.plot([p["t"] - start for p in hot], [p["sm_clock_mhz"] for p in hot], ".", markersize=3, color="tab:red",
                 label="SM clock, throttle reason set")
-        ax.legend(loc="lower right", fontsize=7)
-    ax.set_xlabel("seconds since the first reading")
-    ax.set_ylabel("MHz")
+        ax.legend(loc="lower right")
+    ax.set_xlabel("seconds since the first reading (linear)")
+    ax.set_ylabel("SM clock, MHz (linear, zoomed)")
     if points:
         # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
         low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
@@ -147,7 +170,8 @@ def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
     the median of the repeats' medians, a point per repeat, the libraries and the ceiling as lines."""
     plt = _pyplot()
     rows = max(len(points) for _, points, _, _ in panels)
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 1.2 + 0.22 * rows), squeeze=False)
+    width = min(MAX_WIDTH_IN, 6.0 * len(panels))
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 1.6 + 0.2 * rows), squeeze=False)
     for ax, (shape, points, libraries, ceiling_us) in zip(axes.flat, panels):
         for y, (name, medians) in enumerate(points):
             ax.barh(y, float(np.median(medians)), height=0.7, color=WRITTEN_COLOURS[0], alpha=0.35)
@@ -156,13 +180,129 @@ def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
             ax.axvline(us, color=LIBRARY_COLOURS.get(name, "#444444"), linestyle="--", linewidth=1, label=name)
         if ceiling_us is not None:
             ax.axvline(ceiling_us, color="black", linestyle=":", linewidth=1, label="ceiling")
-        ax.set_yticks(range(len(points)), [name for name, _ in points], fontsize=6)
+        ax.set_yticks(range(len(points)), [name for name, _ in points], fontsize=MIN_FONT_PT)
         ax.set_ylim(len(points) - 0.5, -0.5)
         ax.set_xlim(left=0)
-        ax.set_xlabel("us per launch")
+        ax.set_xlabel("µs per launch (linear)")
         ax.set_ylabel("point (its parameters)")
         ax.set_title(shape)
         if libraries or ceiling_us is not None:
-            ax.legend(loc="upper right", fontsize=6)  # the fastest points, at the top, have the shortest bars
+            ax.legend(loc="upper right", fontsize=MIN_FONT_PT)  # the fastest points, at the top, have the shortest bars
     fig.suptitle(f"{title}: every timed point, fastest at the top")
+    return _svg(plt, fig)
+
+
+# One point of the roofline: a configuration's arithmetic intensity (FLOPs per compulsory byte) and
+# achieved GFLOP/s, its kernel and layout, and whether a library provides it.
+RooflinePoint = tuple[str, str, float, float, bool]
+# One ceiling: its label, "bandwidth" (GB/s: the line y = rate * x) or "compute" (GFLOP/s: flat), the
+# rate, and whether it was measured in this run (solid) or is a card's rated peak (dashed).
+RooflineCeiling = tuple[str, str, float, bool]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">"]
+
+
+def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Sequence[RooflineCeiling]) -> str:
+    """SVG of a log-log roofline: every point a configuration (kernel by marker and colour, filled when
+    hand-written, hollow when a library's), every ceiling a line, with a legend and labelled axes."""
+    from matplotlib.lines import Line2D
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10.0, 4.3))
+    kernels = list(dict.fromkeys(kernel for kernel, *_ in points))
+    style = {kernel: (MARKERS[i % len(MARKERS)], WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)]) for i, kernel in enumerate(kernels)}
+    xs = [x for _, _, x, _, _ in points]
+    bandwidths = [rate for _, kind, rate, _ in ceilings if kind == "bandwidth"]
+    computes = [rate for _, kind, rate, _ in ceilings if kind == "compute"]
+    ridges = [c / b for c in computes for b in bandwidths]
+    low = min(xs + ridges) / 4 if xs + ridges else 0.01
+    high = max(xs + ridges) * 4 if xs + ridges else 100.0
+    grid = np.geomspace(low, high, 200)
+    top = max(computes) if computes else None
+    for (label, kind, rate, measured), colour in zip(ceilings, ["#000000", "#555555", "#8c564b", "#bcbd22", "#7f7f7f"]):
+        line = "-" if measured else "--"
+        if kind == "bandwidth":
+            y = rate * grid if top is None else np.minimum(rate * grid, top)
+            ax.plot(grid, y, line, color=colour, linewidth=1.2, label=label)
+        else:
+            ax.plot(grid, np.full_like(grid, rate), line, color=colour, linewidth=1.2, label=label)
+    for kernel, layout, x, y, library in points:
+        marker, colour = style[kernel]
+        ax.plot([x], [y], marker, markersize=7, markeredgecolor=colour, markeredgewidth=1.3,
+                markerfacecolor="none" if library else colour, linestyle="none")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity, FLOP per compulsory byte (log scale)")
+    ax.set_ylabel("achieved GFLOP/s (log scale)")
+    ax.set_title(title)
+    ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], marker=style[k][0], color=style[k][1], linestyle="none", markersize=7) for k in kernels]
+    labels += kernels
+    handles.append(Line2D([], [], marker="o", color="#444444", markerfacecolor="none", linestyle="none", markersize=7))
+    labels.append("hollow: a library's layout")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(plt, fig)
+
+
+# One panel of the hypotheses figure: its title, the faster and slower layouts, and per shape the
+# slower layout's time over the faster one's in each repeat.
+RatioPanel = tuple[str, str, str, Sequence[tuple[str, Sequence[float]]]]
+
+
+def _plain_log_ticks(axis: Any) -> None:
+    """A log axis labelled with plain numbers (0.5, 1, 2), not powers of ten: ratios near 1 read so."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_minor_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+
+
+def ratio_figure(panels: Sequence[RatioPanel]) -> str:
+    """SVG: per hypothesis, slower / faster median per shape and repeat on a log axis, a line at 1."""
+    from matplotlib.lines import Line2D
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(MAX_WIDTH_IN, 4.0 * len(panels)), 3.3), squeeze=False)
+    for ax, (title, faster, slower, shapes) in zip(axes.flat, panels):
+        for i, (shape, ratios) in enumerate(shapes):
+            for j, ratio in enumerate(ratios):
+                ax.plot([i + 0.12 * (j - (len(ratios) - 1) / 2)], [ratio], "o", markersize=5,
+                        color="#2ca02c" if ratio > 1 else "#d62728")
+        ax.axhline(1.0, color="#555555", linestyle="--", linewidth=1)
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
+        ax.set_xticks(range(len(shapes)), [shape for shape, _ in shapes], rotation=35, ha="right")
+        ax.set_xlim(-0.6, len(shapes) - 0.4)
+        ax.set_title(title)
+        ax.set_xlabel("shape")
+        ax.set_ylabel(f"{slower} / {faster} time (log scale)")
+    handles = [Line2D([], [], marker="o", color=c, linestyle="none") for c in ("#2ca02c", "#d62728")]
+    fig.legend(handles, ["a repeat where the faster layout won", "a repeat where it lost"], loc="upper right",
+               ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return _svg(plt, fig, layout=False)
+
+
+def history_figure(title: str, series: dict[str, Sequence[tuple[int, float]]], ticks: Sequence[tuple[int, str]]) -> str:
+    """A small SVG of one kernel/shape across runs: per layout, its median (us) in each run, the runs
+    evenly spaced in date order (x: the run's place among all runs; `ticks` label some by date)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, max(2.9, 0.8 + 0.2 * len(series))))
+    values = [us for points in series.values() for _, us in points]
+    log = bool(values) and max(values) / min(values) > LOG_SPAN
+    for i, (layout, points) in enumerate(series.items()):
+        ordered = sorted(points)
+        colour = LIBRARY_COLOURS.get(layout) or WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)]
+        ax.plot([x for x, _ in ordered], [us for _, us in ordered], "o-", markersize=3.5, linewidth=1, color=colour,
+                label=layout)
+    ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
+    ax.set_xlabel("runs in date order (tick: a run's date, UTC)")
+    ax.set_ylabel("median µs, " + ("log scale" if log else "linear"))
+    if log:
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=MIN_FONT_PT + 1)
     return _svg(plt, fig)

@@ -1,14 +1,20 @@
 """Published claims as data: `kernels/<op>/claims.yaml` holds what a write-up states, with its source.
 
-Per claim the report measures the same layouts in this run, says whether the published order
-of speed reproduces, sets published and measured numbers side by side, and says where this
-run's GPU or shape is not the claim's. Nothing about a claim is written in code.
+Per claim the report measures the same layouts in this run and judges it by size, not only by
+order: a ratio the claim states (one layout's time over another's, a change) is compared as a
+ratio with this run's, within TOLERANCE; a single published time only after scaling it by the
+two cards' ratio of the ceiling that bounds it (memory bandwidth or FP32 peak). The card the
+seed measured on is described by the claims file's `card` (what the seed states, quoted, and the
+maker's specification); this run's card by its environment record. Nothing about a claim is
+written in code.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import yaml
@@ -19,19 +25,37 @@ from kernelkit import spec as specs
 from kernelkit.report import units
 from kernelkit.report.run import Run
 
+# A published ratio reproduces when this run's lies within this factor of it (10%: wider than the
+# 2% the diff resolves between runs of one card, since a seed's card and method differ).
+TOLERANCE = 0.10
+
+# FP32 results per clock per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic
+# Instructions": 32-bit floating-point add, multiply, multiply-add), for the FP32 peak of a card.
+FP32_LANES_PER_SM = {"6.0": 64, "6.1": 128, "7.0": 64, "7.2": 64, "7.5": 64, "8.0": 64, "8.6": 128, "8.7": 128,
+                     "8.9": 128, "9.0": 128, "10.0": 128, "10.3": 128, "11.0": 128, "12.0": 128, "12.1": 128}
+
 
 @dataclass
-class ClaimResult:
-    kernel: str
-    statement: str
-    source: str
-    quote: str
-    published: dict[str, float]
-    order: list[str]
-    # shape -> layout -> pooled median (us) in this run, for the shapes the claim is compared at
-    measured: dict[str, dict[str, float | None]]
-    reproduced: dict[str, bool | None]
-    differences: list[str] = field(default_factory=list)
+class CardFacts:
+    """One card as the cards table shows it: the seed's (claims file) or this run's (environment)."""
+
+    name: str
+    sm_count: int | None
+    clock_mhz: float | None            # boost clock (seed, specification) or the maximum SM clock (NVML)
+    fp32_lanes_per_sm: int | None
+    bandwidth_gb_s: float | None       # rated DRAM bandwidth
+    l2_bytes: int | None
+    driver: str | None
+    compute_capability: str | None
+    source: str                        # where the facts come from
+    path: Path | None = None           # the file that holds them
+
+    @property
+    def fp32_peak_gflop_s(self) -> float | None:
+        """SMs x clock x FP32 lanes per SM x 2 (a multiply-add is two FLOPs)."""
+        if self.sm_count is None or self.clock_mhz is None or self.fp32_lanes_per_sm is None:
+            return None
+        return self.sm_count * self.clock_mhz * self.fp32_lanes_per_sm * 2 / 1e3
 
 
 def claims_file(kernel: str) -> Path:
@@ -49,6 +73,8 @@ def read_claims(kernel: str) -> dict[str, Any]:
         raise KitError(f"claims file {path} is not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("claims", []), list):
         raise KitError(f"claims file {path} must be a mapping with a list under 'claims'")
+    if "card" in data and not isinstance(data["card"], dict):
+        raise KitError(f"claims file {path}: 'card' must be a mapping of the seed card's facts")
     return data
 
 
@@ -58,6 +84,150 @@ def change_of(kernel: str) -> tuple[str, str] | None:
     if isinstance(change, dict) and {"before", "after"} <= set(change):
         return str(change["before"]), str(change["after"])
     return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def seed_card(kernel: str) -> CardFacts | None:
+    """The card the kernel's seed measured on, from its claims file's `card`, or None."""
+    card = read_claims(kernel).get("card")
+    if not isinstance(card, dict) or not card.get("name"):
+        return None
+    lanes, sms = _number(card.get("fp32_lanes_per_sm")), _number(card.get("sm_count"))
+    l2 = _number(card.get("l2_bytes"))
+    source = card.get("source", {}) if isinstance(card.get("source"), dict) else {}
+    return CardFacts(str(card["name"]), int(sms) if sms else None, _number(card.get("boost_clock_mhz")),
+                     int(lanes) if lanes else None, _number(card.get("memory_bandwidth_gb_s")), int(l2) if l2 else None,
+                     str(card["driver"]) if card.get("driver") else None,
+                     str(card["compute_capability"]) if card.get("compute_capability") else None,
+                     f"seed {str(source.get('file', '?')).split('_')[0]}; {card.get('specification', 'the maker specification')}",
+                     claims_file(kernel))
+
+
+def run_card(run: Run) -> CardFacts:
+    """This run's first card, from its environment record: rated bandwidth from the bus width and
+    memory clock, FP32 lanes from the compute capability."""
+    cuda, gpu = run.environment.get("cuda", {}), run.environment.get("gpu", {})
+    width, memory_clock = cuda.get("memory_bus_width_bits"), gpu.get("memory_clock_max_mhz")
+    bandwidth = (2 * memory_clock * 1e6 * width / 8 / 1e9
+                 if isinstance(width, int) and isinstance(memory_clock, (int, float)) else None)
+    capability = cuda.get("compute_capability")
+    l2 = cuda.get("l2_cache_bytes")
+    return CardFacts(run.device, cuda.get("sm_count") if isinstance(cuda.get("sm_count"), int) else None,
+                     _number(gpu.get("sm_clock_max_mhz")), FP32_LANES_PER_SM.get(str(capability)), bandwidth,
+                     l2 if isinstance(l2, int) else None,
+                     str(gpu["driver_version"]) if isinstance(gpu.get("driver_version"), str) else None,
+                     str(capability) if capability else None, "environment.json",
+                     run.dir / "environment.json")
+
+
+@dataclass
+class RatioJudgement:
+    """One ratio a claim states at one shape: `other`'s time over `first`'s (above 1: first faster)."""
+
+    shape: str
+    first: str
+    other: str
+    published: float
+    measured: float | None
+    per_repeat: list[float]
+    verdict: str
+
+
+@dataclass
+class TimeJudgement:
+    """A single published time, scaled to this run's card by the ratio of the ceiling that bounds it."""
+
+    shape: str
+    layout: str
+    published_us: float
+    ceiling: str                 # "memory bandwidth" or "FP32 peak"
+    scale: float | None          # seed card's ceiling over this card's
+    measured_us: float | None
+    per_repeat: list[float]
+    verdict: str
+
+    @property
+    def scaled_us(self) -> float | None:
+        return self.published_us * self.scale if self.scale is not None else None
+
+
+@dataclass
+class ClaimResult:
+    kernel: str
+    statement: str
+    source: str
+    quote: str
+    published: dict[str, float]
+    order: list[str]
+    # shape -> layout -> pooled median (us) in this run, for the shapes the claim is compared at
+    measured: dict[str, dict[str, float | None]]
+    reproduced: dict[str, bool | None]
+    differences: list[str] = field(default_factory=list)
+    gpu: str | None = None
+    card: CardFacts | None = None
+    ratios: list[RatioJudgement] = field(default_factory=list)
+    times: list[TimeJudgement] = field(default_factory=list)
+
+
+def ratio_verdict(published: float, measured: float | None, per_repeat: list[float],
+                  tolerance: float = TOLERANCE) -> str:
+    """How a measured ratio stands against a published one (both: other time / first time)."""
+    if measured is None:
+        return "not measurable here"
+    if per_repeat and min(per_repeat) < 1 < max(per_repeat):
+        return "undecided (the repeats disagree on the direction)"
+    if (measured > 1) != (published > 1):
+        return "reversed"
+    factor = measured / published
+    if abs(math.log(factor)) <= math.log(1 + tolerance):
+        return f"reproduced within {tolerance:.0%}"
+    # The size of an effect is how far its ratio lies from 1, on either side.
+    larger = abs(math.log(measured)) > abs(math.log(published))
+    times = max(factor, 1 / factor)
+    return f"same direction, {times:.2g}x {'larger' if larger else 'smaller'}"
+
+
+def time_verdict(scaled_us: float | None, measured_us: float | None, tolerance: float = TOLERANCE) -> str:
+    if scaled_us is None or measured_us is None:
+        return "not comparable (a card fact is missing)" if measured_us is not None else "not measurable here"
+    factor = measured_us / scaled_us
+    if abs(math.log(factor)) <= math.log(1 + tolerance):
+        return f"reproduced within {tolerance:.0%} after scaling"
+    return (f"{1 / factor:.2g}x faster than the scaled time" if factor < 1
+            else f"{factor:.2g}x slower than the scaled time")
+
+
+def repeat_medians(run: Run, kernel: str, shape: str, layout: str) -> dict[int, float]:
+    """Each repeat's median of one configuration, by repeat number."""
+    return {r["repeat"]: median(r["samples_us"]) for r in run.records(kernel, shape, layout)}
+
+
+def repeat_ratios(run: Run, kernel: str, shape: str, numerator: str, denominator: str) -> list[float]:
+    """numerator / denominator median per repeat, over the repeats both have."""
+    top, bottom = repeat_medians(run, kernel, shape, numerator), repeat_medians(run, kernel, shape, denominator)
+    return [top[n] / bottom[n] for n in sorted(set(top) & set(bottom))]
+
+
+def bounding_ceiling(run: Run, kernel: str, shape: str, layout: str) -> str:
+    """Which of the cards' ceilings bounds a configuration: FP32 peak where this run judges it bound
+    by arithmetic, else memory bandwidth."""
+    from kernelkit.report.limits import judge
+
+    if not run.records(kernel, shape, layout):
+        return "memory bandwidth"
+    return "FP32 peak" if judge(run, kernel, shape, layout).bound == "arithmetic" else "memory bandwidth"
+
+
+def card_scale(seed: CardFacts | None, here: CardFacts, ceiling: str) -> float | None:
+    """The seed card's ceiling over this card's: a published time times this is the time at this card's speed."""
+    if seed is None:
+        return None
+    pair = ((seed.fp32_peak_gflop_s, here.fp32_peak_gflop_s) if ceiling == "FP32 peak"
+            else (seed.bandwidth_gb_s, here.bandwidth_gb_s))
+    return pair[0] / pair[1] if pair[0] and pair[1] else None
 
 
 def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
@@ -84,17 +254,37 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
     if mixed:
         differences.append(f"timings of {', '.join(mixed)} come from several cards, so the layouts are compared "
                            "across cards")
+    published = {str(k): float(v) for k, v in claim.get("published_us", {}).items()}
+    card = seed_card(kernel)
+    here = run_card(run)
     measured, reproduced = {}, {}
+    ratios, times = [], []
     for shape in shapes:
         values = {layout: run.pooled_median(kernel, shape, layout) for layout in order}
         measured[shape] = values
         known = [values[layout] for layout in order]
         reproduced[shape] = (None if any(v is None for v in known) or len(known) < 2
                              else all(a < b for a, b in zip(known, known[1:])))
+        stated = [layout for layout in order if layout in published]
+        if len(stated) >= 2:
+            first = stated[0]
+            for other in stated[1:]:
+                value = (values[other] / values[first]) if values.get(other) and values.get(first) else None
+                per = repeat_ratios(run, kernel, shape, other, first) if value is not None else []
+                pub = published[other] / published[first]
+                ratios.append(RatioJudgement(shape, first, other, pub, value, per, ratio_verdict(pub, value, per)))
+        elif len(stated) == 1:
+            layout = stated[0]
+            ceiling = bounding_ceiling(run, kernel, shape, layout)
+            scale = card_scale(card, here, ceiling)
+            per = sorted(repeat_medians(run, kernel, shape, layout).values())
+            scaled = published[layout] * scale if scale is not None else None
+            times.append(TimeJudgement(shape, layout, published[layout], ceiling, scale, values.get(layout), per,
+                                       time_verdict(scaled, values.get(layout))))
     source = claim.get("source", {})
     return ClaimResult(kernel, str(claim.get("statement", "")), str(source.get("file", "")),
-                       str(source.get("quote", "")), {str(k): float(v) for k, v in claim.get("published_us", {}).items()},
-                       order, measured, reproduced, differences)
+                       str(source.get("quote", "")), published, order, measured, reproduced, differences,
+                       str(gpu) if gpu else None, card, ratios, times)
 
 
 def all_claims(run: Run) -> list[ClaimResult]:
@@ -102,6 +292,7 @@ def all_claims(run: Run) -> list[ClaimResult]:
 
 
 def verdict_text(result: ClaimResult) -> str:
+    """Whether the published order of speed reproduces (the judgement by order)."""
     counted = [v for v in result.reproduced.values() if v is not None]
     if not counted:
         return "not measurable here"
@@ -113,30 +304,142 @@ def verdict_text(result: ClaimResult) -> str:
     return f"reproduced on {held} of {len(counted)} shapes"
 
 
-def claim_rows(results: list[ClaimResult]) -> list[list[str]]:
-    rows = []
+def size_verdict(result: ClaimResult, shape: str) -> str:
+    """The claim's verdict by size at one shape: its ratios' (the worst of them) or its scaled time's."""
+    ratios = [r for r in result.ratios if r.shape == shape]
+    if ratios:
+        verdicts = [r.verdict for r in ratios]
+        for worst in ("reversed", "undecided", "not measurable"):
+            hits = [r for r in ratios if r.verdict.startswith(worst)]
+            if hits:
+                return verdicts[0] if len(ratios) == 1 else f"{worst} for {', '.join(r.other for r in hits)}"
+        factors = [r.measured / r.published for r in ratios if r.measured]
+        if result.reproduced.get(shape) is False:
+            # Each layout is still slower than the first, but not in the published order among themselves.
+            return (f"{ratios[0].first} still fastest, the others in another order; ratios {min(factors):.2g}x to "
+                    f"{max(factors):.2g}x the seed's")
+        if len(set(verdicts)) == 1:
+            return verdicts[0]
+        return f"same order; ratios {min(factors):.2g}x to {max(factors):.2g}x the seed's"
+    times = [t for t in result.times if t.shape == shape]
+    return times[0].verdict if times else "not measurable here"
+
+
+def _published_cell(result: ClaimResult) -> str:
+    values = ", ".join(f"{layout} {units.short(result.published[layout])}" for layout in result.order
+                       if layout in result.published)
+    return f"{values} ({result.gpu})" if result.gpu else values
+
+
+def claim_rows(results: list[ClaimResult]) -> list[list[Any]]:
+    """One row per claim: the published ratio or scaled time, this run's per shape, their ratio and the verdicts."""
+    rows: list[list[Any]] = []
     for result in results:
-        published = ", ".join(f"{layout} {result.published[layout]} us" for layout in result.order
-                              if layout in result.published)
-        measured = "; ".join(
-            f"{shape}: " + ", ".join(f"{layout} {units.duration(value)}" for layout, value in values.items())
-            for shape, values in result.measured.items())
-        rows.append([result.kernel, result.statement, ", ".join(result.order), published, measured,
-                     verdict_text(result), "; ".join(result.differences) or "same GPU and shape"])
+        if not result.measured:
+            rows.append([result.kernel, result.statement, _published_cell(result), "not timed here", "", "",
+                         verdict_text(result)])
+            continue
+        shapes = list(result.measured)
+        at = (lambda shape: f"{shape}: ") if len(shapes) > 1 else (lambda shape: "")  # noqa: E731
+        stated, here, factor, order, verdict = "", [], [], [], []
+        for shape in shapes:
+            ratios = [r for r in result.ratios if r.shape == shape]
+            times = [t for t in result.times if t.shape == shape]
+            if ratios:
+                stated = "; ".join(f"{r.other}/{r.first} {r.published:.2f}x" for r in ratios)
+                here.append(at(shape) + "; ".join(f"{r.other}/{r.first} {units.ratio(r.measured)} "
+                                                  f"({units.spread(r.per_repeat, 'x')})" for r in ratios))
+                factor.append(at(shape) + ", ".join(f"{r.measured / r.published:.2f}" if r.measured else "n/a"
+                                                    for r in ratios))
+            elif times:
+                t = times[0]
+                stated = (f"{t.layout} {units.short(t.published_us)}; x {t.scale:.3g} ({t.ceiling} ratio) = "
+                          f"{units.short(t.scaled_us)}" if t.scaled_us is not None
+                          else f"{t.layout} {units.short(t.published_us)} (not scaled: a card fact is missing)")
+                here.append(at(shape) + f"{t.layout} {units.short(t.measured_us)} ({units.spread(t.per_repeat, ' us')})")
+                factor.append(at(shape) + (f"{t.measured_us / t.scaled_us:.2f}" if t.scaled_us and t.measured_us
+                                           else "n/a"))
+            else:
+                stated = _published_cell(result)
+            held = result.reproduced.get(shape)
+            order.append(at(shape) + ("reproduced" if held else "not reproduced" if held is False else "n/a"))
+            verdict.append(at(shape) + size_verdict(result, shape))
+        where = "" if len(shapes) > 1 or any("names no shape" in d for d in result.differences) else f"{shapes[0]}: "
+        rows.append([result.kernel, result.statement, where + stated, "; ".join(here), "; ".join(factor),
+                     "; ".join(order), "; ".join(verdict)])
     return rows
 
 
-def section_claims(run: Run) -> doc.Section | None:
+def section_claims(run: Run) -> list[doc.Block]:
+    """The claims judged by size, as blocks of the answers' tables (empty when no kernel has claims)."""
     results = all_claims(run)
     if not results:
+        return []
+    blocks: list[doc.Block] = [
+        doc.Paragraph(f"Published claims (kernels/<op>/claims.yaml, copied from the seeds), judged by size: a "
+                      f"published ratio of two layouts' times against this run's ratio of pooled medians, reproduced "
+                      f"within {TOLERANCE:.0%}; a single published time only after scaling it by the cards' ratio of the "
+                      "ceiling that bounds it (memory bandwidth or FP32 peak, table below)."),
+        doc.Table(["Kernel", "Claim", "Published", "This run (range over repeats)", "Measured / published",
+                   "Order of speed", "Verdict by size"], claim_rows(results)),
+        doc.Details("The quotes the claims were copied from",
+                    [doc.Bullets([f"{r.kernel}: \"{r.quote}\" ({r.source})" for r in results])]),
+    ]
+    return blocks
+
+
+def card_rows(run: Run) -> tuple[list[str], list[list[str]]]:
+    """The seeds' cards (one column each) and this run's card: the facts the claims' scaling uses."""
+    cards: list[CardFacts] = []
+    for kernel in run.kernels:
+        card = seed_card(kernel)
+        if card is not None and card.name not in {c.name for c in cards}:
+            cards.append(card)
+    here = run_card(run)
+    columns = [*cards, here]
+    rate = lambda v, unit, scale=1.0: f"{v / scale:,.0f} {unit}" if v else "n/a"  # noqa: E731
+    rows = [
+        ["SMs", *(str(c.sm_count) if c.sm_count else "n/a" for c in columns)],
+        ["Clock (boost; this run: max SM clock)", *(rate(c.clock_mhz, "MHz") for c in columns)],
+        ["FP32 lanes per SM", *(str(c.fp32_lanes_per_sm) if c.fp32_lanes_per_sm else "n/a" for c in columns)],
+        ["FP32 peak (SMs x clock x lanes x 2)", *(f"{c.fp32_peak_gflop_s / 1e3:.1f} TFLOP/s" if c.fp32_peak_gflop_s
+                                                  else "n/a" for c in columns)],
+        ["Memory bandwidth (rated)", *(rate(c.bandwidth_gb_s, "GB/s") for c in columns)],
+        ["L2", *(units.size(c.l2_bytes) if c.l2_bytes else "n/a" for c in columns)],
+        ["Driver", *(c.driver or "not stated" for c in columns)],
+        ["Compute capability", *(c.compute_capability or "n/a" for c in columns)],
+        ["Source", *(c.source for c in columns)],
+    ]
+    copy, gemm = run.ceiling.get("copy_gb_s"), run.ceiling.get("gemm_gflop_s")
+    rows.append(["Measured here: copy / SGEMM", *("-" for _ in cards),
+                 f"{rate(copy, 'GB/s')} / {gemm / 1e3:.1f} TFLOP/s" if copy and gemm else "not measured"])
+    return ["", *(f"{c.name} (seed)" for c in cards), f"{here.name} (this run)"], rows
+
+
+def card_difference(run: Run) -> str | None:
+    """The one sentence on how this run's card differs from the seeds' cards."""
+    here = run_card(run)
+    cards = []
+    for kernel in run.kernels:
+        card = seed_card(kernel)
+        if card is not None and card.name not in {c.name for c in cards}:
+            cards.append(card)
+    if not cards:
         return None
-    sources = sorted({f"{r.source}" for r in results})
-    return doc.Section("Published claims", [
-        doc.Paragraph("Claims copied from the write-ups this experiment reproduces (the claims.yaml of each kernel folder, each "
-                      "with its source file and quote). A claim reproduces where this run's pooled medians put the "
-                      "layouts in the published order of speed (fastest first). Published numbers come from another "
-                      "GPU and method; compare directions, not values. Sources: " + ", ".join(sources) + "."),
-        doc.Table(["Kernel", "Claim", "Published order (fastest first)", "Published", "Measured here (median)", "Verdict",
-                   "Differs from the claim"], claim_rows(results)),
-        doc.Bullets([f"{r.kernel}: \"{r.quote}\" ({r.source})" for r in results]),
-    ])
+    parts, same = [], []
+    for card in cards:
+        if card.name.split(" (")[0].lower() in here.name.lower():
+            same.append(card.name)
+            continue
+        bandwidth = (f"{here.bandwidth_gb_s / card.bandwidth_gb_s:.2g}x the memory bandwidth"
+                     if here.bandwidth_gb_s and card.bandwidth_gb_s else "an unknown share of the memory bandwidth")
+        peak = (f"{here.fp32_peak_gflop_s / card.fp32_peak_gflop_s:.2g}x the FP32 peak"
+                if here.fp32_peak_gflop_s and card.fp32_peak_gflop_s else "an unknown share of the FP32 peak")
+        parts.append(f"{bandwidth} and {peak} of the {card.name}")
+    text = (f"This run's {here.name} is the model the seed measured on ({', '.join(same)}); its clocks, driver and "
+            "method may still differ. " if same else "")
+    if parts:
+        text += (f"The published numbers come from other cards than this run's {here.name}, which has "
+                 + "; ".join(parts) + ". ")
+    return text + ("So a published ratio is compared as a ratio, and a published time only after scaling it by the "
+                   "ratio of the ceiling that bounds it.")

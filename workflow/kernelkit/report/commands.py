@@ -46,7 +46,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     check_outputs([args.markdown, *([args.html] if args.html else [])])  # before the work, not after
     try:
-        title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None)
+        title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None,
+                                       report_dir=Path(args.markdown).resolve().parent)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as error:
         # Run checks every record it reads; what still slips through is named, never a traceback.
         raise KitError(f"a result file under {args.run_dir} cannot be reported ({type(error).__name__}: {error})") from None

@@ -120,9 +120,9 @@ def cross_checks(run: Run) -> list[str]:
     return found
 
 
-def section_ceilings(run: Run) -> doc.Section | None:
-    if not run.ceilings:
-        return None
+def ceiling_blocks(run: Run) -> list[doc.Block]:
+    """How the ceilings were measured: the table, each one's variants, every card's, the ridge point
+    and the cross-checks (the Limits section folds them away)."""
     rows = []
     for kind, record in sorted(run.ceilings.items()):
         median_us = median(record["samples_us"])
@@ -158,11 +158,136 @@ def section_ceilings(run: Run) -> doc.Section | None:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} "
                                     "FLOPs per byte."))
     blocks += [doc.Paragraph(text) for text in cross_checks(run)]
+    return blocks
+
+
+@dataclass
+class LimitRow:
+    """One kernel and shape: its fastest hand-written and fastest library layout against the ceiling
+    that bounds each, and the arithmetic ones against the card's FP32 peak too."""
+
+    kernel: str
+    shape: str
+    written: tuple[str, float, Judgement] | None
+    library: tuple[str, float, Judgement] | None
+    flops: int
+    compulsory: int
+
+
+def limit_rows(run: Run) -> list[LimitRow]:
+    rows = []
+    for kernel in run.kernels:
+        libraries = run.libraries(kernel)
+        for shape in run.shapes(kernel):
+            medians = {layout: m for layout in run.layouts(kernel) if (m := run.pooled_median(kernel, shape, layout))}
+            if not medians:
+                continue
+            pick = lambda names: min(((n, medians[n]) for n in names), key=lambda i: i[1], default=None)  # noqa: E731
+            written = pick([n for n in medians if n not in libraries])
+            library = pick([n for n in medians if n in libraries])
+            records = run.records(kernel, shape, next(iter(medians)))
+            compulsory, _ = run.byte_counts(records[0])
+            rows.append(LimitRow(kernel, shape,
+                                 (*written, judge(run, kernel, shape, written[0])) if written else None,
+                                 (*library, judge(run, kernel, shape, library[0])) if library else None,
+                                 int(records[0]["flops"]), compulsory))
+    return rows
+
+
+def _limit_cell(row: LimitRow, entry: tuple[str, float, Judgement] | None, peak: float | None) -> str:
+    if entry is None:
+        return "-"
+    layout, us, judged = entry
+    rate = (units.arithmetic(row.flops, us) if judged.bound == "arithmetic" else units.bandwidth(row.compulsory, us))
+    share = f", {judged.fraction:.0%}" if judged.fraction is not None else ""
+    fp32 = (f", {row.flops / (us * 1e-6) / 1e9 / peak:.0%} of FP32 peak"
+            if peak and judged.bound == "arithmetic" else "")
+    return f"{layout} {units.short(us)}: {rate}{share}{fp32}"
+
+
+def roofline(run: Run, peak: float | None) -> doc.Figure | None:
+    """Every layout of each kernel's largest shape (by compulsory bytes) on a log-log roofline, with the
+    measured ceilings and the card's FP32 peak as lines; None without a copy ceiling or FLOPs."""
+    from kernelkit import figures
+
+    copy = run.ceiling.get("copy_gb_s")
+    if copy is None:
+        return None
+    points = []
+    for kernel in run.kernels:
+        first = {r["shape"]: r for r in reversed(run.timings) if r["kernel"] == kernel}  # a record of each shape
+        largest = max(run.shapes(kernel), key=lambda shape: run.byte_counts(first[shape])[0])
+        libraries = run.libraries(kernel)
+        for layout in run.layouts(kernel):
+            records = run.records(kernel, largest, layout)
+            us = run.pooled_median(kernel, largest, layout)
+            if not records or not us or not records[0]["flops"]:
+                continue
+            compulsory, _ = run.byte_counts(records[0])
+            flops = int(records[0]["flops"])
+            points.append((f"{kernel} {largest}", layout, flops / compulsory, flops / (us * 1e-6) / 1e9,
+                           layout in libraries))
+    if not points:
+        return None
+    lines = [(f"DRAM copy, measured ({copy:,.0f} GB/s)", "bandwidth", copy, True)]
+    if "l2_gb_s" in run.ceiling:
+        lines.append((f"L2 copy, measured ({run.ceiling['l2_gb_s']:,.0f} GB/s)", "bandwidth", run.ceiling["l2_gb_s"], True))
+    if "gemm_gflop_s" in run.ceiling:
+        lines.append((f"SGEMM, measured ({run.ceiling['gemm_gflop_s'] / 1e3:.1f} TFLOP/s)", "compute",
+                      run.ceiling["gemm_gflop_s"], True))
+    if peak:
+        lines.append((f"FP32 peak of the card ({peak / 1e3:.1f} TFLOP/s)", "compute", peak, False))
+    svg = figures.roofline_figure(f"Roofline of {run.device}: every layout of each kernel's largest shape", points, lines)
+    return doc.Figure(svg, None, "Roofline (log-log): a point per layout of each kernel's largest shape (FLOPs of "
+                                 "the spec over the pooled median), filled when hand-written, hollow when a library's; "
+                                 "solid lines are ceilings measured in this run, the dashed one the card's FP32 peak "
+                                 "(SMs x clock x FP32 lanes x 2)")
+
+
+def section_limits(run: Run) -> doc.Section | None:
+    """Each operation's fastest hand-written and library layout against the ceiling that bounds it."""
+    from kernelkit.report import explain
+    from kernelkit.report.claims import run_card
+
+    rows = limit_rows(run)
+    if not rows:
+        return None
+    peak = run_card(run).fp32_peak_gflop_s
+    copy, gemm = run.ceiling.get("copy_gb_s"), run.ceiling.get("gemm_gflop_s")
+    measured = ", ".join(filter(None, [f"DRAM copy {copy:,.0f} GB/s" if copy else None,
+                                       f"L2 copy {run.ceiling['l2_gb_s']:,.0f} GB/s" if "l2_gb_s" in run.ceiling else None,
+                                       f"SGEMM {gemm / 1e3:.1f} TFLOP/s" if gemm else None])) or "none"
+    blocks: list[doc.Block] = [doc.Paragraph(
+        f"Ceilings measured in this run: {measured}; the card's FP32 peak "
+        + (f"is {peak / 1e3:.1f} TFLOP/s (SMs x max SM clock x FP32 lanes x 2)" if peak else "is unknown")
+        + ". Per kernel and shape, the fastest hand-written and the fastest library layout: its pooled median, the rate "
+        "its spec's compulsory bytes or FLOPs give, and its share of the ceiling that bounds it (Bounded by); an "
+        "arithmetic-bound one also its share of the FP32 peak.")]
+    blocks.append(doc.Table(["Kernel", "Shape", "Bounded by", "Fastest hand-written", "Fastest library",
+                             "Hand-written / library"], [
+        [r.kernel, r.shape, (r.written or r.library)[2].ceiling or (r.written or r.library)[2].note or "n/a",
+         _limit_cell(r, r.written, peak), _limit_cell(r, r.library, peak),
+         f"{r.written[1] / r.library[1]:.2f}x" if r.written and r.library else "n/a"] for r in rows], numeric=(5,)))
+    figure = roofline(run, peak)
+    if figure is not None:
+        blocks.append(figure)
+    reasons = [text for kernel in run.kernels for text in explain.explanations(run, kernel)]
+    if reasons:
+        blocks.append(doc.Paragraph("Why some shares are low or high, from the data:"))
+        blocks.append(doc.Bullets(reasons))
     suspect = suspect_ceilings(run)
     if suspect:
         blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configuration{'s' if len(suspect) > 1 else ''}): "
                                     + "; ".join(suspect) + "."))
-    return doc.Section("Ceilings and roofline", blocks)
+    if run.ceilings:
+        blocks.append(doc.Details("How the ceilings were measured (" + ", ".join(sorted(run.ceilings)) + ")",
+                                  ceiling_blocks(run)))
+    return doc.Section("Limits", blocks)
+
+
+def section_ceilings(run: Run) -> doc.Section | None:
+    """The ceilings on their own (kept for callers of earlier kits; the report shows them in Limits)."""
+    return doc.Section("Ceilings and roofline", ceiling_blocks(run)) if run.ceilings else None
 
 
 def card_ceiling_rows(run: Run) -> list[list[str]]:
@@ -194,5 +319,5 @@ def target_roofline(run: Run, record: dict[str, Any]) -> Judgement:
     return judge(run, record["kernel"], record["shape"], record["layout"])
 
 
-__all__ = ["Judgement", "judge", "section_ceilings", "suspect_ceilings", "target_roofline", "cross_checks",
-           "target_name"]
+__all__ = ["Judgement", "judge", "section_ceilings", "section_limits", "limit_rows", "suspect_ceilings",
+           "target_roofline", "cross_checks", "target_name"]

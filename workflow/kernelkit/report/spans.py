@@ -64,17 +64,18 @@ def section_two_views(run: Run) -> doc.Section | None:
     if not run.spans:
         return None
     blocks: list[doc.Block] = [doc.Paragraph(
-        "Kernel time is the per-call time inside a CUDA-graph replay, or over back-to-back calls between two events "
-        "where the call cannot be captured: launch overhead is amortised or hidden behind the previous call. The span "
-        "is one warmed call between two events, synchronised after every call, so it also holds the launch latency, "
-        "the host's submission of every kernel a library call enqueues, and the gaps between them. The span shown is "
-        "the median of the round medians (every round of every repeat) and its range is the range of those same round "
-        "medians (the seed's whiskers), not a confidence interval. Kernel time is the median of all samples.")]
+        "Kernel time: the per-call time inside a CUDA-graph replay (or back-to-back calls between two events where a "
+        "call cannot be captured), launch overhead amortised; the median of all samples. Span: one warmed call between "
+        "two events, synchronised after every call, so it also holds the launch latency, the host's submission of "
+        "every kernel a library call enqueues and the gaps between them; the median of the round medians, its range "
+        "the range of those (the seed's whiskers), not a confidence interval.")]
+    seed_tables = []
     for view, label in (("kernel", "Kernel time"), ("span", "Span")):
         libraries, rows = seed_table_rows(run, view)
-        blocks.append(doc.Paragraph(f"{label} (median), as the seed tabulates it:"))
-        blocks.append(doc.Table(["Operation and shape", *libraries, "Hand-written layouts"], rows,
-                                numeric=range(1, 1 + len(libraries))))
+        seed_tables.append([doc.Paragraph(f"{label} (median), as the seed tabulates it:"),
+                            doc.Table(["Operation and shape", *libraries, "Hand-written layouts"], rows,
+                                      numeric=range(1, 1 + len(libraries)))])
+    blocks += seed_tables[0]
     excess = []
     rows = []
     for kernel in sorted({r["kernel"] for r in run.spans}):
@@ -85,8 +86,10 @@ def section_two_views(run: Run) -> doc.Section | None:
             rows.append([kernel, row.shape, row.layout, units.duration(row.kernel_us), units.duration(row.span_us),
                          f"{units.duration(row.span_range[0])} to {units.duration(row.span_range[1])}"
                          if row.span_range else "n/a", f"{ratio:.2f}" if ratio is not None else "n/a"])
-    blocks.append(doc.Table(["Kernel", "Shape", "Layout", "Kernel time", "Span (median of round medians)",
-                             "Range of round medians", "Span / kernel time"], rows, numeric=(3, 4, 5, 6)))
+    blocks.append(doc.Details(f"The span as the seed tabulates it, and both views of each of the {len(rows)} "
+                              "configurations", [*seed_tables[1], doc.Table(
+        ["Kernel", "Shape", "Layout", "Kernel time", "Span (median of round medians)", "Range of round medians",
+         "Span / kernel time"], rows, numeric=(3, 4, 5, 6))]))
     if excess:
         gaps = sorted(e[0] for e in excess)
         short = [e for e in excess if e[3] < 20]

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from kernelkit import document as doc
-from kernelkit.report import explain, units
+from kernelkit.report import units
 from kernelkit.report.limits import Judgement, judge
 from kernelkit.report.run import Run, method_used
 from kernelkit.summary import natural_key
@@ -121,36 +121,38 @@ def cards_line(run: Run, kernel: str) -> str | None:
     return text + "."
 
 
-def section_targets(run: Run, figures: dict[str, doc.Figure]) -> list[doc.Section]:
-    sections = [doc.Section("Results per target", [doc.Paragraph(
-        "One row per configuration: the median of every sample of every repeat; noise is the largest relative "
-        "standard deviation of one process's samples; bytes are the spec's compulsory traffic (each datum once), with "
-        "what the access pattern issues where that is more; the rate is bytes or FLOPs over the median, divided by "
-        "the ceiling of the memory that serves the working set (see Ceilings and roofline).")])]
+def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
+    """One collapsed group per kernel: its figure of every sample, its table of every configuration,
+    the faster layout per repeat, the compiled kernels' resources and the library calls."""
+    blocks: list[doc.Block] = [doc.Paragraph(
+        "Per kernel, one row per configuration: the median of every sample of every repeat; noise is the largest "
+        "relative standard deviation of one process's samples; bytes are the spec's compulsory traffic (each datum "
+        "once), with what the access pattern issues where that is more; the rate is bytes or FLOPs over the median, "
+        "and its share of the ceiling of the memory that serves the working set (see Limits).")]
     for kernel in run.kernels:
-        blocks: list[doc.Block] = [figures[kernel]] if kernel in figures else []
-        blocks.append(doc.Table(TARGET_HEADER, [_render_row(r) for r in target_rows(run, kernel)], numeric=(2, 3, 4, 5, 6)))
+        rows = target_rows(run, kernel)
+        inner: list[doc.Block] = [figures[kernel]] if kernel in figures else []
+        inner.append(doc.Table(TARGET_HEADER, [_render_row(r) for r in rows], numeric=(2, 3, 4, 5, 6)))
         cards = cards_line(run, kernel)
         if cards:
-            blocks.append(doc.Paragraph(cards))
-        blocks.append(doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"))
-        blocks.append(doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
+            inner.append(doc.Paragraph(cards))
+        inner.append(doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"))
+        inner.append(doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
             [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
             for f in faster_layouts(run.table, kernel)]))
-        reasons = explain.explanations(run, kernel)
-        if reasons:
-            blocks.append(doc.Bullets(reasons))
-        blocks.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
-        blocks.append(doc.Table(
+        inner.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
+        inner.append(doc.Table(
             ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
              "Max threads per block", "Block"], resource_rows(run, kernel), numeric=(1, 2, 3, 4, 5)))
         libraries = library_rows(run, kernel)
         if libraries:
-            blocks.append(doc.Paragraph("Library baselines, each with the method it calls (their kernels are the "
-                                        "library's: no resources are read):"))
-            blocks.append(doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries))
-        sections.append(doc.Section(kernel, blocks, level=3))
-    return sections
+            inner.append(doc.Paragraph("Library baselines, each with the method it calls (their kernels are the "
+                                       "library's: no resources are read):"))
+            inner.append(doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries))
+        shapes = run.shapes(kernel)
+        blocks.append(doc.Details(f"{kernel}: {len(rows)} configurations ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}"
+                                  f" x {len(run.layouts(kernel))} layouts), every sample in a figure", inner))
+    return doc.Section("Results per target", blocks)
 
 
 def section_samples(run: Run) -> doc.Section:
@@ -167,4 +169,4 @@ def section_samples(run: Run) -> doc.Section:
     return doc.Section("Samples per repeat", [
         doc.Paragraph("Median per-launch time in microseconds with the minimum and maximum sample, per repeat."),
         doc.Table(["Kernel", "Shape", "Layout", "Median [min, max] per repeat (us)"], rows)],
-        summary=f"Samples per repeat: {len(run.table)} processes, {repeats} repeat(s) of {len(rows)} configurations")
+        summary=f"Samples per repeat: {len(run.table)} timing records, {repeats} repeat(s) of {len(rows)} configurations")

@@ -34,3 +34,36 @@ def size(bytes_: float) -> str:
 
 def percent(fraction: float, signed: bool = False) -> str:
     return f"{100 * fraction:+.1f}%" if signed else f"{100 * fraction:.1f}%"
+
+
+def _three(value: float) -> str:
+    """Three significant digits, no exponent: 1.86, 14.9, 275."""
+    size = abs(value)
+    return f"{value:.2f}" if size < 10 else f"{value:.1f}" if size < 100 else f"{value:.0f}"
+
+
+def short(us: float | None) -> str:
+    """A time to three significant digits, as the answers print it: 1.86 us, 14.9 us, 16.9 ms."""
+    if us is None:
+        return "n/a"
+    if us < 1:
+        return f"{_three(us * 1e3)} ns"
+    if us < 1e3:
+        return f"{_three(us)} us"
+    if us < 1e6:
+        return f"{_three(us / 1e3)} ms"
+    return f"{_three(us / 1e6)} s"
+
+
+def ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def spread(values: list[float], unit: str = "", scale: float = 1.0, digits: int | None = None) -> str:
+    """The min-max of a list as 'low-high unit' ('1.85-1.87 us'; with a negative bound 'low to high')."""
+    if not values:
+        return "n/a"
+    low, high = min(values) * scale, max(values) * scale
+    text = (lambda v: f"{v:.{digits}f}") if digits is not None else _three
+    joint = " to " if low < 0 or high < 0 else "-"
+    return f"{text(low)}{joint}{text(high)}{unit}"

@@ -1,0 +1,203 @@
+"""`kernelkit history results/`: every configuration's median across all the runs in a folder.
+
+What a user needs to see a regression across many runs: per run (ordered by the date its
+environment record was captured) the card and the kit commit that made it, and per configuration
+(kernel, shape, layout) its pooled median and the range of its repeats' medians. Outputs: a page
+(Markdown, and HTML with --html) with one small figure per kernel/shape, and a CSV with one row
+per run and configuration. Records are read only through the kit's one validating reader
+(kernelkit.records.read_checked / read_run_records); a run it refuses is named on the page with
+the reader's sentence, never guessed at. Outputs are written through kernelkit.records.write_outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from kernelkit import KitError
+from kernelkit.records import check_outputs, printable, read_checked, read_run_records, write_outputs
+
+CSV_COLUMNS = ("run", "date_utc", "card", "gpu_uuid", "driver", "kit_commit", "kit_tree_dirty", "kernel", "shape",
+               "layout", "repeats", "median_us", "repeat_min_us", "repeat_max_us")
+
+
+@dataclass
+class RunSummary:
+    """One run of the folder: when, on what, by which kit, and every configuration's numbers."""
+
+    name: str
+    path: Path
+    date: str                       # captured_utc of the environment record (ISO 8601)
+    card: str
+    uuid: str
+    driver: str
+    kit_commit: str
+    kit_tree_dirty: Any             # True, False, or what the record says (an older kit: missing)
+    # (kernel, shape, layout) -> (pooled median, repeats' medians)
+    medians: dict[tuple[str, str, str], tuple[float, list[float]]] = field(default_factory=dict)
+
+    @property
+    def timestamp(self) -> float:
+        try:
+            return datetime.fromisoformat(self.date).timestamp()
+        except ValueError:
+            return 0.0
+
+    @property
+    def kit(self) -> str:
+        dirty = " (uncommitted changes)" if self.kit_tree_dirty is True else ""
+        return f"{self.kit_commit[:12]}{dirty}"
+
+
+def _text(value: Any, missing: str = "not recorded") -> str:
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) else missing
+
+
+def read_run(path: Path) -> RunSummary:
+    """One run folder through the kit's reader: its environment and every warm timing record."""
+    environment = read_checked(path / "environment.json", "environment")
+    cuda = environment.get("cuda") if isinstance(environment.get("cuda"), dict) else {}
+    gpu = environment.get("gpu") if isinstance(environment.get("gpu"), dict) else {}
+    host = environment.get("host") if isinstance(environment.get("host"), dict) else {}
+    pooled: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for _, record in read_run_records(path, "timing"):
+        if "skipped" not in record:
+            pooled.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
+    if not pooled:
+        raise KitError(f"run directory {printable(str(path))} holds no timing records with samples")
+    summary = RunSummary(path.name, path, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
+                         _text(gpu.get("uuid")), _text(gpu.get("driver_version")), _text(host.get("kit_commit")),
+                         host.get("kit_tree_dirty"))
+    for key, records in pooled.items():
+        samples = [s for r in records for s in r["samples_us"]]
+        summary.medians[key] = (median(samples), [median(r["samples_us"]) for r in sorted(records, key=lambda r: r["repeat"])])
+    return summary
+
+
+def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
+    """Every run folder under `folder` (a folder holding environment.json), ordered by date; and
+    the folders the reader refused, each with its sentence."""
+    if not folder.is_dir():
+        raise KitError(f"{printable(str(folder))} is not a folder of runs (results/)")
+    runs, refused = [], []
+    for path in sorted(p for p in folder.iterdir() if p.is_dir() and (p / "environment.json").is_file()):
+        try:
+            runs.append(read_run(path))
+        except KitError as error:
+            refused.append((path.name, printable(str(error))))
+    if not runs:
+        raise KitError(f"{printable(str(folder))} holds no run the kit can read"
+                       + (f" ({len(refused)} refused: {refused[0][1]})" if refused else " (no folder with environment.json)"))
+    runs.sort(key=lambda run: (run.timestamp, run.name))
+    return runs, refused
+
+
+def csv_text(runs: list[RunSummary]) -> str:
+    from kernelkit.summary import natural_key
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for run in runs:
+        for (kernel, shape, layout), (pooled, per) in sorted(run.medians.items(),
+                                                              key=lambda i: tuple(natural_key(p) for p in i[0])):
+            writer.writerow([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
+                             run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
+                             kernel, shape, layout, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"])
+    return out.getvalue()
+
+
+def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
+    """The latest run's median over the median of the earlier runs on the same card model."""
+    timed = [run for run in runs if key in run.medians]
+    if len(timed) < 2:
+        return "one run"
+    latest = timed[-1]
+    earlier = [run.medians[key][0] for run in timed[:-1] if run.card == latest.card]
+    if not earlier:
+        return "no earlier run on this card model"
+    return f"{latest.medians[key][0] / median(earlier) - 1:+.1%}"
+
+
+def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
+    from kernelkit import document as doc
+    from kernelkit import figures
+    from kernelkit.report import units
+    from kernelkit.summary import natural_key
+
+    cards = sorted({run.card for run in runs})
+    commits = sorted({run.kit_commit for run in runs})
+    blocks: list[doc.Block] = [doc.Paragraph(
+        f"{len(runs)} runs in {folder}, from {runs[0].date[:10] or 'an unknown date'} to "
+        f"{runs[-1].date[:10] or 'an unknown date'}, on {len(cards)} card model{'s' if len(cards) != 1 else ''} "
+        f"({', '.join(cards)}) and {len(commits)} kit commit{'s' if len(commits) != 1 else ''}; ordered by the date "
+        "each run's environment record was captured. A median pools every sample of every repeat; the range is the "
+        "min-max of the repeats' medians. Latest change: the latest run's median over the median of the earlier runs "
+        "on the same card model.")]
+    if refused:
+        blocks.append(doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(f"{name}: {why}" for name, why in refused)
+                                    + "."))
+    blocks.append(doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
+        [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver, run.kit,
+         str(len(run.medians))] for run in runs], numeric=(5,)))
+    sections = [doc.Section("Runs", blocks)]
+    pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians},
+                   key=lambda p: (natural_key(p[0]), natural_key(p[1])))
+    figure_blocks: list[doc.Block] = []
+    table_blocks: list[doc.Block] = []
+    for kernel, shape in pairs:
+        layouts = sorted({l for run in runs for (k, s, l) in run.medians if (k, s) == (kernel, shape)}, key=natural_key)
+        series = {layout: [(i, run.medians[(kernel, shape, layout)][0]) for i, run in enumerate(runs)
+                           if (kernel, shape, layout) in run.medians] for layout in layouts}
+        timed = sorted({x for points in series.values() for x, _ in points})
+        firsts = list({runs[x].date[:10]: x for x in reversed(timed)}.items())[::-1]  # each date at its first run
+        ticks = [(x, date[5:]) for date, x in firsts[::max(1, -(-len(firsts) // 6))]]
+        svg = figures.history_figure(f"{kernel} {shape}", series, ticks)
+        figure_blocks.append(doc.Figure(svg, None, f"{kernel} {shape}: median per run and layout", small=True))
+        rows = []
+        for layout in layouts:
+            key = (kernel, shape, layout)
+            rows.append([layout, _latest_change(runs, key), "; ".join(
+                f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
+                for run in runs if key in run.medians)])
+        table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
+            doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
+    sections.append(doc.Section("Configurations", figure_blocks + table_blocks))
+    return f"kernelkit history: {folder}", sections
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from kernelkit import document
+
+    outputs = [path for path in (args.markdown, args.html, args.csv) if path]
+    if not outputs:
+        raise KitError("name at least one output: --markdown, --html or --csv")
+    check_outputs(outputs)  # before the work, not after
+    folder = Path(args.folder)
+    runs, refused = collect(folder)
+    written: list[tuple[str, str]] = []
+    if args.markdown or args.html:
+        title, sections = build(folder, runs, refused)
+        if args.markdown:
+            written.append((args.markdown, document.render_markdown(title, sections)))
+        if args.html:
+            written.append((args.html, document.render_html(title, sections)))
+    if args.csv:
+        written.append((args.csv, csv_text(runs)))
+    write_outputs(written)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("history", help="every configuration's median across all the runs in a folder, by date")
+    p.add_argument("folder", help="the folder of runs (results/)")
+    p.add_argument("--markdown", help="the page to write, as Markdown")
+    p.add_argument("--html", help="the page to write, as self-contained HTML")
+    p.add_argument("--csv", help="one row per run and configuration")
+    p.set_defaults(func=run_command)
