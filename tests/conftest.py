@@ -58,6 +58,11 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    """GPU tests skip, with the reason, where no GPU is usable. The longest waits (a SLURM cluster's
+    jobs, interrupted workflows, the compilers) start first, so that with several workers
+    (`pytest -n 4`) they overlap the many short tests instead of ending the run alone."""
+    slow = ("test_slurm.py", "test_interrupts.py", "test_operations.py")
+    items.sort(key=lambda item: 0 if item.nodeid.split("::")[0].endswith(slow) else 1)
     reason = None
     for item in items:
         if "gpu" in item.keywords:

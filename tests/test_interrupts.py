@@ -100,12 +100,12 @@ def test_a_signal_to_snakemake_alone_stops_every_job_within_five_seconds(tmp_pat
 
 
 def test_after_kill_9_the_jobs_end_on_their_own_and_unlock_then_rerun_completes(tmp_path):
-    folder = workflow(tmp_path / "wf", seconds=3)
+    folder = workflow(tmp_path / "wf", seconds=1.5)
     snakemake = start(folder, tmp_path)
     assert wait_until(lambda: len(fake_jobs(folder)) == 3, 30) is not None, "the three jobs never started"
     snakemake.kill()
     snakemake.wait()
-    # One lock: the jobs finish one after another (3 x 3 s), then nothing of theirs is left.
+    # One lock: the jobs finish one after another (3 x 1.5 s), then nothing of theirs is left.
     assert wait_until(lambda: not fake_jobs(folder), 20) is not None, "a job outlived its work"
     assert not [p for p in (folder / "out").glob(".*tmp*")], "a partial record was left"
     env = {**os.environ, "KERNELKIT_LOCK_DIR": str(tmp_path / "locks"), "PYTHONPATH": str(REPO / "workflow")}

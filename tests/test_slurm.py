@@ -124,7 +124,7 @@ def run_on_cluster(copy: Path, *args: str, config: tuple[str, ...] = ()) -> Clus
         exe,
         "--workflow-profile", "profiles/slurm",
         # A small cluster answers at once; the plugin's default first check comes after 40 s.
-        "--slurm-init-seconds-before-status-checks", "2",
+        "--slurm-init-seconds-before-status-checks", "1", "--seconds-between-status-checks", "1",
         "--config", f"run={RUN}", *config,
         "--verbose",
         *args,
