@@ -15,7 +15,7 @@ from kernelkit import KitError, cards
 from kernelkit import config as kit_config
 from kernelkit import spec as specs
 from kernelkit.report import assemble
-from kernelkit.report.limits import judge
+from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
 
 

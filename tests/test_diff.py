@@ -295,7 +295,9 @@ def test_exit_codes_slower_bad_arguments_no_common_configuration_and_internal_er
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
-    monkeypatch.setattr(diff, "compare", broken)
+    from kernelkit import diff_document
+
+    monkeypatch.setattr(diff_document, "compare", broken)  # the command's own reference to the computation
     assert main(["diff", str(run_a), str(run_b)]) == 3
     assert capsys.readouterr().err.startswith("kernelkit diff: internal error: ZeroDivisionError: float division by zero")
     monkeypatch.setenv("KERNELKIT_DEBUG", "1")

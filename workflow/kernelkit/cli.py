@@ -14,8 +14,8 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from kernelkit import KitError
-from kernelkit import (ceilings, checks, config, controls, diff, environment, history, report, scaffold, span, timing,
-                       tools)
+from kernelkit import (ceilings, checks, config, controls, diff_document, environment, history, report, scaffold, span,
+                       timing, tools)
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = (
@@ -28,7 +28,7 @@ STAGES: tuple[Callable[[Any], None], ...] = (
     span.register,
     tools.register,
     report.register,
-    diff.register,
+    diff_document.register,
     history.register,
     scaffold.register,
 )

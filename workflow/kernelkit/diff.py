@@ -15,20 +15,17 @@ and other stages read the numbers, never the text.
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import check_outputs, write_outputs
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
 
-__all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run", "register", "run_command"]
+__all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
 
 ENVIRONMENT_FIELDS = [
     ("GPU model", ("cuda", "device_name")),
@@ -287,55 +284,3 @@ def compare(
     corrected = 1.0 - (1.0 - confidence) / len(configs)
     result.comparisons = [_compare_config(a, b, config, threshold, corrected, seed) for config in configs]
     return result
-
-
-# Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
-EXIT_OK, EXIT_SLOWER = 0, 1
-# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
-
-
-def open_fraction(text: str) -> float:
-    """The argparse type of --threshold and --confidence: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value < 1.0:  # NaN fails too
-        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1, not {text!r}")
-    return value
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """`kernelkit diff`: 0 done, 1 SLOWER with --fail-on-slower; unusable input raises KitError (exit 2)
-    and anything unexpected is an internal error (exit 3), both turned into one sentence by the CLI."""
-    from kernelkit import document
-    from kernelkit.diff_document import build
-
-    outputs = [path for path in (args.markdown, args.html) if path]
-    check_outputs(outputs)  # before the work, not after
-    result = compare(load_run(args.run_a), load_run(args.run_b), args.threshold, args.confidence)
-    title, sections = build(result)
-    markdown = document.render_markdown(title, sections)
-    if not args.markdown:
-        print(markdown, end="")
-    write_outputs([(path, text) for path, text in ((args.markdown, markdown),
-                                                   (args.html, document.render_html(title, sections) if args.html else None))
-                   if path])
-    print(f"{len(result.comparisons)} configurations: " + ", ".join(
-        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
-    return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("diff", help="compare two run directories; exit 1 on SLOWER with --fail-on-slower, "
-                                           "2 on unusable input, 3 on an internal error")
-    p.add_argument("run_a", help="run directory A (results/<run>), the reference")
-    p.add_argument("run_b", help="run directory B (results/<run>), compared against A")
-    p.add_argument("--threshold", type=open_fraction, default=DIFF_THRESHOLD,
-                   help=f"SAME when B/A lies within 1 +- this, in (0, 1) (default {DIFF_THRESHOLD})")
-    p.add_argument("--confidence", type=open_fraction, default=DIFF_CONFIDENCE,
-                   help=f"family-wise confidence of the intervals, in (0, 1) (default {DIFF_CONFIDENCE})")
-    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
-    p.add_argument("--markdown", help="write the Markdown here instead of standard output")
-    p.add_argument("--html", help="also write a self-contained HTML page")
-    p.set_defaults(func=run_command)

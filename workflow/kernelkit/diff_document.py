@@ -1,17 +1,23 @@
-"""The diff as a document: what differs between the two runs first (kit, card, driver, clocks,
-config, processes), then the verdict counts and the geometric-mean change, then the rows.
+"""The diff as a document, and its command: what differs between the two runs first (kit, card,
+driver, clocks, config, processes), then the verdict counts and the geometric-mean change, then
+the rows.
 
-Only rendering lives here; every number and verdict comes from kernelkit.diff's DiffResult.
+Only rendering and the command live here; every number and verdict comes from kernelkit.diff's
+DiffResult, which knows nothing of documents.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import argparse
+import math
+import sys
+from typing import Any
 
 from kernelkit import document as doc
-
-if TYPE_CHECKING:  # the data comes from kernelkit.diff, which calls build(): no import back at run time
-    from kernelkit.diff import Comparison, DiffResult
+from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
+from kernelkit.diff_inputs import load_run
+from kernelkit.records import check_outputs, write_outputs
+from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 
 VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
 
@@ -150,7 +156,6 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
     compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
     compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
-    from kernelkit.diff import ENVIRONMENT_FIELDS
 
     shown = {"GPU model", "GPU UUID"}
     differing = {label for label, _, _ in result.environment}
@@ -224,3 +229,52 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
             f"Only in A: {', '.join(result.only_in_a) or 'none'}. Only in B: {', '.join(result.only_in_b) or 'none'}.")]),
     ]
     return f"kernelkit diff: {a} vs {b}", sections
+
+
+# Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
+EXIT_OK, EXIT_SLOWER = 0, 1
+# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
+
+
+def open_fraction(text: str) -> float:
+    """The argparse type of --threshold and --confidence: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a number strictly between 0 and 1, not {text!r}")
+    return value
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """`kernelkit diff`: 0 done, 1 SLOWER with --fail-on-slower; unusable input raises KitError (exit 2)
+    and anything unexpected is an internal error (exit 3), both turned into one sentence by the CLI."""
+    outputs = [path for path in (args.markdown, args.html) if path]
+    check_outputs(outputs)  # before the work, not after
+    result = compare(load_run(args.run_a), load_run(args.run_b), args.threshold, args.confidence)
+    title, sections = build(result)
+    markdown = doc.render_markdown(title, sections)
+    if not args.markdown:
+        print(markdown, end="")
+    write_outputs([(path, text) for path, text in ((args.markdown, markdown),
+                                                   (args.html, doc.render_html(title, sections) if args.html else None))
+                   if path])
+    print(f"{len(result.comparisons)} configurations: " + ", ".join(
+        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
+    return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("diff", help="compare two run directories; exit 1 on SLOWER with --fail-on-slower, "
+                                           "2 on unusable input, 3 on an internal error")
+    p.add_argument("run_a", help="run directory A (results/<run>), the reference")
+    p.add_argument("run_b", help="run directory B (results/<run>), compared against A")
+    p.add_argument("--threshold", type=open_fraction, default=DIFF_THRESHOLD,
+                   help=f"SAME when B/A lies within 1 +- this, in (0, 1) (default {DIFF_THRESHOLD})")
+    p.add_argument("--confidence", type=open_fraction, default=DIFF_CONFIDENCE,
+                   help=f"family-wise confidence of the intervals, in (0, 1) (default {DIFF_CONFIDENCE})")
+    p.add_argument("--fail-on-slower", action="store_true", help="exit 1 when any configuration is SLOWER")
+    p.add_argument("--markdown", help="write the Markdown here instead of standard output")
+    p.add_argument("--html", help="also write a self-contained HTML page")
+    p.set_defaults(func=run_command)

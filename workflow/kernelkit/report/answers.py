@@ -23,7 +23,7 @@ from kernelkit import figures
 from kernelkit import spec as specs
 from kernelkit.layout import TIMING, path as layout_path
 from kernelkit.report import claims, units
-from kernelkit.report.limits import judge
+from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
 from kernelkit.summary import natural_key
 

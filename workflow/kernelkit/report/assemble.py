@@ -13,7 +13,8 @@ from kernelkit import document as doc
 from kernelkit.report.answers import Links, hypothesis_verdicts, section_answers
 from kernelkit.report.cautions import caveats
 from kernelkit.report.checks import section_controls, section_correctness, symptom_kind
-from kernelkit.report.limits import judge, section_limits, target_roofline
+from kernelkit.report.bounds import judge
+from kernelkit.report.limits import section_limits, target_roofline
 from kernelkit.report.quality import (noise_rows, section_clocks, section_cold, section_noise, section_placements,
                                       section_tools)
 from kernelkit.report.run import Run

@@ -214,7 +214,7 @@ def repeat_ratios(run: Run, kernel: str, shape: str, numerator: str, denominator
 def bounding_ceiling(run: Run, kernel: str, shape: str, layout: str) -> str:
     """Which of the cards' ceilings bounds a configuration: FP32 peak where this run judges it bound
     by arithmetic, else memory bandwidth."""
-    from kernelkit.report.limits import judge
+    from kernelkit.report.bounds import judge
 
     if not run.records(kernel, shape, layout):
         return "memory bandwidth"

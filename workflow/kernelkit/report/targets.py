@@ -11,7 +11,7 @@ import pandas as pd
 
 from kernelkit import document as doc
 from kernelkit.report import units
-from kernelkit.report.limits import Judgement, judge
+from kernelkit.report.bounds import Judgement, judge
 from kernelkit.report.run import Run, method_used
 from kernelkit.summary import natural_key
 
