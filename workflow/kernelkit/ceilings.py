@@ -15,11 +15,12 @@ from statistics import median
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from kernelkit import KitError
+from kernelkit.layout import CEILING_KINDS
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 
-KINDS = ("copy", "l2", "gemm", "floor")
+KINDS = CEILING_KINDS
 EMPTY_KERNEL = 'extern "C" __global__ void kernelkit_empty() {}'
 # cudaMemcpyAsync reached 2.7 TB/s on the H200 where kernels reach more (run h200-q-extras
 # flagged a Triton kernel "above ceiling"; in h200-s5a a grid-stride copy kernel reached 3.9 TB/s

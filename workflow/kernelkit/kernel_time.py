@@ -273,3 +273,20 @@ def graph_replay_samples(call: Call, method: GraphReplayMethod) -> list[float]:
     if used["name"] != "cuda_graph_replay":
         raise RuntimeError(f"the call could not be captured in a CUDA graph: {used['capture_error']}")
     return samples
+
+
+def measured_around(spec: Any, shape: tuple[int, ...], before: dict[str, Any],
+                    after: dict[str, Any]) -> dict[str, Any]:
+    """What every timing and span file records about the work and the device around the samples."""
+    from kernelkit import device
+
+    return {
+        "input_pattern": spec.timing_pattern,
+        "bytes_moved": spec.bytes_moved(shape),
+        "flops": spec.flops(shape),
+        "device_name": device.device_name(),
+        "started_utc": before["time_utc"],
+        "ended_utc": after["time_utc"],
+        "nvml_before": before,
+        "nvml_after": after,
+    }

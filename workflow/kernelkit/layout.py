@@ -15,6 +15,8 @@ RUN_DIR = "results/{run}"
 CONFIG = f"{RUN_DIR}/config.json"
 ENVIRONMENT = f"{RUN_DIR}/environment.json"
 CEILING = f"{RUN_DIR}/ceilings/{{ceiling}}.json"
+# The ceilings a run measures (kernelkit.ceilings), each a record at CEILING.
+CEILING_KINDS = ("copy", "l2", "gemm", "floor")
 # Several GPUs on one host: the run's first card records at the two paths above, every further
 # card i the same records under gpus/i/ (a one-card run, and every run before, has no gpus/).
 CARD_DIR = f"{RUN_DIR}/gpus/{{gpu}}"

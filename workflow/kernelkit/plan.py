@@ -144,9 +144,7 @@ class Plan:
                 for shape in self.shapes(name) for repeat in range(1, self.span_repeats + 1)]
 
     def ceiling_kinds(self) -> list[str]:
-        from kernelkit.ceilings import KINDS
-
-        return [kind for kind in KINDS if kind != "l2" or self.config["ceilings"]["l2"]]
+        return [kind for kind in paths.CEILING_KINDS if kind != "l2" or self.config["ceilings"]["l2"]]
 
     def ceiling_files(self) -> list[str]:
         return [self.path(paths.CEILING, ceiling=kind) for kind in self.ceiling_kinds()]

@@ -95,7 +95,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
-    from kernelkit.timing import measured_around
+    from kernelkit.kernel_time import measured_around
 
     clock = gpujob.JobClock()
     settings = SpanSettings.from_json(args.settings)

@@ -19,7 +19,7 @@ from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.inputs import timing_inputs
-from kernelkit.kernel_time import GraphReplayMethod, HostLead, L2Flush, kernel_time_samples
+from kernelkit.kernel_time import GraphReplayMethod, HostLead, L2Flush, kernel_time_samples, measured_around
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
 from kernelkit.plan import layout_order
 from kernelkit.shape_bounds import check_fits
@@ -48,23 +48,6 @@ class TimingSettings(kit_config.StageSettings):
     def from_config(cls, config: Mapping[str, Any]) -> "TimingSettings":
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["timing"]["placements"],
                    SamplerSettings.from_config(config["sampler"]), LockSettings.from_config(config["gpu_lock"]))
-
-
-def measured_around(spec: specs.KernelSpec, shape: tuple[int, ...], before: dict[str, Any],
-                    after: dict[str, Any]) -> dict[str, Any]:
-    """What every timing and span file records about the work and the device around the samples."""
-    from kernelkit import device
-
-    return {
-        "input_pattern": spec.timing_pattern,
-        "bytes_moved": spec.bytes_moved(shape),
-        "flops": spec.flops(shape),
-        "device_name": device.device_name(),
-        "started_utc": before["time_utc"],
-        "ended_utc": after["time_utc"],
-        "nvml_before": before,
-        "nvml_after": after,
-    }
 
 
 def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any, skipped: str | None) -> None:

@@ -18,7 +18,8 @@ from kernelkit import cards as kit_cards
 from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
-from kernelkit.ceilings import KINDS as CEILING_KINDS, CeilingSettings
+from kernelkit.ceilings import CeilingSettings
+from kernelkit.layout import CEILING_KINDS
 from kernelkit.checks import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan
