@@ -426,3 +426,24 @@ def test_the_config_snippet_kernelkit_new_prints_is_accepted_as_printed(tmp_path
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     checked = run([*KIT, "check-config", str(tmp_path / "config.yaml")], tmp_path, KERNELKIT_KERNELS=str(kernels))
     assert checked.returncode == 0, checked.stderr
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.02, 0.2])
+def test_sigterm_during_the_write_leaves_the_old_pair_or_the_new_pair_and_no_temporary_file(tmp_path, delay_s):
+    """A SIGTERM that lands before, inside or after the writing of report.md and report.html: the
+    folder holds the old pair or the new pair, never one of each, and no temporary file."""
+    (tmp_path / "report.md").write_text("old")
+    (tmp_path / "report.html").write_text("old")
+    child = (
+        "import os, signal, sys, threading, time\n"
+        "from kernelkit.records import write_outputs\n"
+        "big = 'new' + 'x' * 40_000_000\n"
+        f"threading.Timer({delay_s}, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+        "write_outputs([(sys.argv[1] + '/report.md', big), (sys.argv[1] + '/report.html', big)])\n"
+        "time.sleep(5)\n"
+    )
+    done = run([sys.executable, "-c", child, str(tmp_path)], tmp_path)
+    assert done.returncode == -15, done.stderr
+    texts = {(tmp_path / name).read_text()[:3] for name in ("report.md", "report.html")}
+    assert texts in ({"old"}, {"new"}), texts
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]

@@ -422,15 +422,23 @@ def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
     """Write a command's outputs (report.md and report.html, say) so that they are replaced together.
 
     Each is written to a temporary file in its folder, then all are renamed into place, with
-    SIGINT and SIGTERM held back from the first temporary file to the last rename: an interrupt
-    then leaves the old outputs or the new ones, never a mix and never a temporary file. Writers
-    of the same folder take turns (an flock on the folder). Any failure is one sentence (KitError).
+    SIGINT and SIGTERM held back from the first temporary file to the last rename (noted by a
+    handler of the process, whichever thread the kernel hands them to, and raised again at the
+    end): an interrupt then leaves the old outputs or the new ones, never a mix and never a
+    temporary file. Writers of the same folder take turns (an flock on the folder). Any failure is
+    one sentence (KitError).
     """
     import fcntl
     import signal
 
     paths = check_outputs([path for path, _ in outputs])
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    held: list[int] = []
+    previous: dict[int, Any] = {}
+    try:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: Python cannot hold signals there
+        pass
     pending: list[tuple[str, Path]] = []
     locked: dict[str, int] = {}
     try:
@@ -460,4 +468,7 @@ def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
             Path(tmp).unlink(missing_ok=True)
         for fd in locked.values():
             os.close(fd)
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:
+            signal.raise_signal(held[0])
