@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
+from conftest import padded_output
 
 from kernelkit import config as kit_config
 from kernelkit import foreign, layout as paths, sampler
 from kernelkit import spec as specs
-from kernelkit.checks import GUARD_ELEMENTS, SENTINEL_BITS, correctness_cases, judge_case, prepare_cases, suite_record
+from kernelkit.checks import correctness_cases, judge_case, prepare_cases, suite_record
 from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 from kernelkit.records import canonical_hash, read_json, write_json_atomic, write_record
 from kernelkit.sampler import SamplerSettings
@@ -77,17 +78,6 @@ class Disturbance:
     from_point: int = 0
 
 
-def padded(y: np.ndarray, unwritten: np.ndarray | None = None) -> np.ndarray:
-    """The raw bits a correctness launch leaves: [guard | output | guard], the `unwritten` output
-    elements still holding the sentinel, as a kernel that skipped them would."""
-    bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
-    body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()
-    if unwritten is not None:
-        body[np.asarray(unwritten).reshape(-1)] = SENTINEL_BITS
-    bits[GUARD_ELEMENTS: GUARD_ELEMENTS + y.size] = body
-    return bits
-
-
 def load_spec(kernel: str) -> specs.KernelSpec:
     """kernelkit.spec.load, once per kernel folder (loading compiles the spec module)."""
     return _load_spec(kernel, str(specs.kernels_dir().resolve()))
@@ -116,11 +106,11 @@ def checked_cases(kernel: str, layout: str, control: str | None = None, runs: in
     for prepared in _prepared(kernel):
         case = replace(prepared, layout=layout)
         if spec.is_baseline(layout):
-            bits = padded(case.reference.astype(np.float32))
+            bits = padded_output(case.reference.astype(np.float32))
         else:
             with np.errstate(all="ignore"):
                 y, unwritten = emulate(case.host_inputs, layout, control)
-            bits = padded(y, unwritten)
+            bits = padded_output(y, unwritten)
         results.append(judge_case(spec, case, [bits] * runs))
     return tuple(suite_record(spec, results, control)["cases"])
 

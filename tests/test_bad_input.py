@@ -436,7 +436,7 @@ def test_sigterm_during_the_write_leaves_the_old_pair_or_the_new_pair_and_no_tem
     (tmp_path / "report.html").write_text("old")
     child = (
         "import os, signal, sys, threading, time\n"
-        "from kernelkit.records import write_outputs\n"
+        "from kernelkit.outputs import write_outputs\n"
         "big = 'new' + 'x' * 40_000_000\n"
         f"threading.Timer({delay_s}, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
         "write_outputs([(sys.argv[1] + '/report.md', big), (sys.argv[1] + '/report.html', big)])\n"

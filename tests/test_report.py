@@ -554,11 +554,11 @@ def test_a_correctness_case_without_its_verdict_is_named(tmp_path, capsys, run_d
 
 
 def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, monkeypatch):
-    """report.md and report.html are replaced together (kernelkit.records.write_outputs): a failure
+    """report.md and report.html are replaced together (kernelkit.outputs.write_outputs): a failure
     while writing the second leaves both old files and no temporary file, in one sentence."""
     import os
 
-    from kernelkit import KitError, records
+    from kernelkit import KitError, outputs
 
     md, html = tmp_path / "report.md", tmp_path / "report.html"
     md.write_text("old md")
@@ -571,9 +571,9 @@ def test_an_interrupted_write_leaves_both_old_files_and_no_temporary(tmp_path, m
             raise OSError("disk full")
         return real_fdopen(*args, **kwargs)
 
-    monkeypatch.setattr(records.os, "fdopen", failing_fdopen)
+    monkeypatch.setattr(outputs.os, "fdopen", failing_fdopen)
     with pytest.raises((OSError, KitError)):
-        records.write_outputs([(md, "new md"), (html, "new html")])
+        outputs.write_outputs([(md, "new md"), (html, "new html")])
     assert md.read_text() == "old md" and html.read_text() == "old html"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from kernelkit import document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
 from kernelkit.diff_inputs import load_run
-from kernelkit.records import check_outputs, write_outputs
+from kernelkit.outputs import check_outputs, write_outputs
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 
 VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")

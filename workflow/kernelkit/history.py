@@ -6,7 +6,7 @@ environment record was captured) the card and the kit commit that made it, and p
 (Markdown, and HTML with --html) with one small figure per kernel/shape, and a CSV with one row
 per run and configuration. Records are read only through the kit's one validating reader
 (kernelkit.records.read_checked / read_run_records); a run it refuses is named on the page with
-the reader's sentence, never guessed at. Outputs are written through kernelkit.records.write_outputs.
+the reader's sentence, never guessed at. Outputs are written through kernelkit.outputs.write_outputs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from statistics import median
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import check_outputs, printable, read_checked, read_run_records, write_outputs
+from kernelkit.outputs import check_outputs, write_outputs
+from kernelkit.records import printable, read_checked, read_run_records
 
 CSV_COLUMNS = ("run", "date_utc", "card", "gpu_uuid", "driver", "kit_commit", "kit_tree_dirty", "kernel", "shape",
                "layout", "repeats", "median_us", "repeat_min_us", "repeat_max_us")

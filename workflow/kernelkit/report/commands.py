@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import check_outputs, read_checked, sha256_text, split_skipped, write_outputs, write_text_atomic
+from kernelkit.outputs import check_outputs, write_outputs
+from kernelkit.records import read_checked, sha256_text, split_skipped, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:

@@ -1,0 +1,101 @@
+"""The files a person asks a reader for (`report`, `diff`, `history`): where they may go and how
+they are written, apart from the records, which the stages write (kernelkit.records)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kernelkit import KitError
+from kernelkit.records import _temp_prefix, _umask, printable
+
+
+def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
+    """The output paths of one command, or one sentence on why they may not be written: two that
+    are the same file, one inside a run folder (a folder holding environment.json or config.json:
+    evidence is never overwritten by a reader), one reached through a symbolic link (it would write
+    wherever the link points), or one that names a folder."""
+    try:
+        return _check_outputs([Path(p) for p in paths])
+    except OSError as error:
+        raise KitError(f"cannot write {printable(str(error.filename or paths[0]))} ({error.strerror or error})") from None
+
+
+def _check_outputs(chosen: list[Path]) -> list[Path]:
+    seen: dict[str, Path] = {}
+    for path in chosen:
+        if path.name in ("", ".", "..") or str(path).endswith(os.sep) or path.is_dir():
+            raise KitError(f"output {printable(str(path))} is a folder; name a file")
+        resolved = os.path.realpath(path)
+        if resolved in seen:
+            raise KitError(f"outputs {printable(str(seen[resolved]))} and {printable(str(path))} are the same file; "
+                           "give each its own path")
+        seen[resolved] = path
+        lexical = Path(os.path.abspath(path))
+        for ancestor in [lexical, *lexical.parents]:
+            if ancestor.is_symlink():
+                raise KitError(f"output {printable(str(path))} goes through the symbolic link {printable(str(ancestor))}; "
+                               "write to a real folder")
+        for ancestor in lexical.parents:
+            if (ancestor / "environment.json").is_file() or (ancestor / "config.json").is_file():
+                raise KitError(f"output {printable(str(path))} lies inside the run folder {printable(str(ancestor))}; "
+                               "a run's records are evidence, so write reports elsewhere (reports/<run>/)")
+    return chosen
+
+
+def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
+    """Write a command's outputs (report.md and report.html, say) so that they are replaced together.
+
+    Each is written to a temporary file in its folder, then all are renamed into place, with
+    SIGINT and SIGTERM held back from the first temporary file to the last rename (noted by a
+    handler of the process, whichever thread the kernel hands them to, and raised again at the
+    end): an interrupt then leaves the old outputs or the new ones, never a mix and never a
+    temporary file. Writers of the same folder take turns (an flock on the folder). Any failure is
+    one sentence (KitError).
+    """
+    import fcntl
+    import signal
+
+    paths = check_outputs([path for path, _ in outputs])
+    held: list[int] = []
+    previous: dict[int, Any] = {}
+    try:
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: Python cannot hold signals there
+        pass
+    pending: list[tuple[str, Path]] = []
+    locked: dict[str, int] = {}
+    try:
+        for path, (_, text) in zip(paths, outputs):
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                folder = os.path.realpath(path.parent)
+                if folder not in locked:
+                    locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+                    fcntl.flock(locked[folder], fcntl.LOCK_EX)
+                handle_fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path.name))
+                pending.append((tmp, path))
+                with os.fdopen(handle_fd, "w", encoding="utf-8") as handle:
+                    handle.write(text)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o666 & ~_umask())
+            except OSError as error:
+                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+        for tmp, path in pending:
+            try:
+                os.replace(tmp, path)
+            except OSError as error:
+                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+    finally:
+        for tmp, _ in pending:
+            Path(tmp).unlink(missing_ok=True)
+        for fd in locked.values():
+            os.close(fd)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if held:
+            signal.raise_signal(held[0])
