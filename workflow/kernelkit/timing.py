@@ -223,6 +223,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     from kernelkit import checks, device, gpujob, tools
 
     clock = gpujob.JobClock()
+    TimingSettings.from_json(args.settings)  # a setting out of range: its sentence before anything else
     spec = specs.load(args.kernel)
     # Every layout's checks are read before any is timed: a layout that did not pass stops the job here.
     skipped = {layout: checks.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
@@ -231,6 +232,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     # The CPU's share of every layout before the first takes the GPU lock, which this process then
     # keeps: the libraries' imports (Torch alone takes seconds) and the shape's host inputs.
     with clock.phase("import_library"):
+        device.cupy()  # no CuPy or no GPU: the kit's one sentence, before any library is imported
         for layout in args.layout:
             if spec.is_baseline(layout) and not skipped[layout]:
                 device.compile_layout(spec, layout)  # imports the baseline's package; nothing to compile
