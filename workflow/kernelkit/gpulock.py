@@ -174,17 +174,23 @@ def command_is_process() -> None:
     _command_is_process = True
 
 
+def parent_of(pid: int | str) -> int | None:
+    """A process's parent pid from /proc (field 4 of its stat), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def ancestors(pid: int | None = None) -> list[int]:
-    """The pids above a process (its parent, the parent's parent, ...), read from /proc."""
+    """The pids above a process (its parent, the parent's parent, ...)."""
     found: list[int] = []
-    current = pid or os.getpid()
-    while current > 1 and len(found) < 64:
-        try:
-            with open(f"/proc/{current}/stat", encoding="ascii", errors="replace") as handle:
-                current = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            break
-        found.append(current)
+    current: int | None = pid or os.getpid()
+    while current is not None and current > 1 and len(found) < 64:
+        current = parent_of(current)
+        if current is not None:
+            found.append(current)
     return found
 
 

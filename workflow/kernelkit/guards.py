@@ -61,16 +61,13 @@ def failure_lines(failed: Iterable[Any]) -> list[str]:
 
 def descendants(pid: int) -> list[int]:
     """Every process below `pid` (children, their children, ...), read from /proc."""
+    from kernelkit.gpulock import parent_of
+
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
+        parent = parent_of(entry) if entry.isdigit() else None
+        if parent is not None:
+            children.setdefault(parent, []).append(int(entry))
     found, stack = [], [pid]
     while stack:
         for child in children.get(stack.pop(), []):

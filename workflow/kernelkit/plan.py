@@ -79,6 +79,7 @@ class Plan:
         self.layouts = {k: kit_config.kernel_layouts(config, k) for k in self.kernels}
         self.span_kernels = kit_config.span_kernels(dict(config))
         self.span_repeats = kit_config.span_repeats(dict(config))
+        self._jobs: list[TimingJob] | None = None
 
     def shapes(self, kernel: str) -> list[str]:
         return list(self.config["kernels"][kernel]["shapes"])
@@ -116,13 +117,15 @@ class Plan:
                           layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
 
     def timing_jobs(self) -> list[TimingJob]:
-        """Every timing job in the order the workflow runs them: repeats in turn, each shuffled."""
-        jobs = []
-        for repeat in range(1, self.repeats + 1):
-            jobs += sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))
-                            for k in self.kernels for s in self.shapes(k) for c in self.caches),
-                           key=lambda job: job.order_key)
-        return jobs
+        """Every timing job in the order the workflow runs them: repeats in turn, each shuffled.
+        Made once: the workflow asks for it from every input function of a timing target."""
+        if self._jobs is None:
+            self._jobs = []
+            for repeat in range(1, self.repeats + 1):
+                self._jobs += sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))
+                                      for k in self.kernels for s in self.shapes(k) for c in self.caches),
+                                     key=lambda job: job.order_key)
+        return list(self._jobs)
 
     def timing_files(self, kernel: str | None = None, cache: str = "warm") -> list[str]:
         return [name for job in self.timing_jobs() if kernel in (None, job.kernel) and job.cache == cache

@@ -93,10 +93,8 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         memory = nvml.read(lambda n, h: n.nvmlDeviceGetMemoryInfo(h).total)
         if isinstance(memory, int):
             check_fits(spec, shape, memory, copies=settings.placements)
-    with clock.phase("import_library"):
-        if spec.is_baseline(layout_name):
-            device.compile_layout(spec, layout_name)  # imports the baseline's package; nothing to compile
     with clock.phase("host_inputs"):
+        # Made by the first layout, before the lock; the later layouts find them made (kernelkit.inputs).
         host_inputs = timing_inputs(spec, args.shape)
         small = verify.small_reference(spec, shape, host_inputs)
     pads: list[Any] = []
@@ -229,15 +227,13 @@ def cmd_time(args: argparse.Namespace) -> int:
     skipped = {layout: checks.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
                                               None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
                for layout in args.layout}
-    # The CPU's share of every layout before the first takes the GPU lock, which this process then
-    # keeps: the libraries' imports (Torch alone takes seconds) and the shape's host inputs.
+    # The libraries' imports (Torch alone takes seconds) before the first layout takes the GPU lock,
+    # which this process then keeps; the host inputs, made by the first layout, are kept for the rest.
     with clock.phase("import_library"):
         device.cupy()  # no CuPy or no GPU: the kit's one sentence, before any library is imported
         for layout in args.layout:
             if spec.is_baseline(layout) and not skipped[layout]:
                 device.compile_layout(spec, layout)  # imports the baseline's package; nothing to compile
-    with clock.phase("host_inputs"):
-        timing_inputs(spec, args.shape)
     order = layout_order(args.order_seed, args.kernel, args.shape, args.repeat, args.cache, args.layout)
     for layout in order:
         time_layout(args, layout, order, clock, skipped[layout])
