@@ -151,12 +151,12 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
     mutated) source, each case launched `runs` times.
 
-    Inputs and references first; then, holding the GPU lock (`lock`: gpulock.LockSettings,
-    default the schema's; `clock` adds the stretch to a job's clock), the CUDA context, the
-    compilation and loading of each build (per entry and compile options) and every launch;
+    Inputs, references and the compilation of each build (per entry and compile options) first;
+    then, holding the GPU lock (`lock`: gpulock.LockSettings, default the schema's; `clock` adds
+    the stretch to a job's clock), the CUDA context, the loading of each build and every launch;
     then the judgement of the downloaded bits.
     """
-    from kernelkit import device, environment, gpujob, gpulock, library
+    from kernelkit import binaries, device, environment, gpujob, gpulock, library
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
@@ -170,9 +170,15 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
         prepared = prepare_cases(spec, layouts, cases if cases is not None else correctness_cases(spec))
     if not prepared:
         return []
+    # NVRTC is CPU work and needs no context: every build is compiled into the kit's binary cache
+    # before the lock, so that a compile (seconds to a minute for a mutated source) never holds the
+    # GPU from other jobs; under the lock, compile_kernel only loads.
+    with clock.phase("compile"):
+        for entry, options in sorted(builds):
+            device.compile_binary(spec.source_text(mutation), binaries.build_options(options))
     bus_id = device.cupy().cuda.Device().pci_bus_id
     with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock):
-        with clock.phase("compile_and_load"):
+        with clock.phase("load"):
             compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         with clock.phase("launches"):
             launches = [launch_case(spec, None if spec.is_baseline(case.layout) else compiled[build(case.layout)],

@@ -9,6 +9,7 @@ its phases) written into the record, and, while it holds the GPU, a watcher of o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,13 @@ def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
 def process_started_unix_s() -> float | None:
     """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
     A job's cost is mostly start-up and imports, which a clock started in Python would miss."""
+    return _started_unix_s(os.getpid())
+
+
+@functools.lru_cache(maxsize=None)
+def _started_unix_s(pid: int) -> float | None:
+    """Read once per process: /proc/uptime moves in 10 ms steps, so a second reading of the same
+    start could differ, and the start (with the pid) names the process in every record it writes."""
     try:
         with open("/proc/self/stat", encoding="ascii") as handle:
             ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
