@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from kernelkit.config import schema_default
+from kernelkit.config_file import schema_default
 
 # Defaults of a comparison of two runs, written once, in the schema (diff.threshold, diff.confidence).
 DIFF_THRESHOLD = schema_default("diff", "threshold")
