@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kernelkit import KitError
+from kernelkit import KitError, sha256_text
 from kernelkit.outputs import check_outputs, write_outputs
-from kernelkit.records import read_checked, sha256_text, split_skipped, write_text_atomic
+from kernelkit.records import read_checked, split_skipped, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:
