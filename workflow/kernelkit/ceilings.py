@@ -210,7 +210,8 @@ def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) ->
 
 
 def cmd_ceiling(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, gpujob
+    from kernelkit import device, gpujob
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
 
     clock = gpujob.JobClock()
@@ -219,7 +220,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(KINDS)}")
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
-    nvml = environment.Nvml(bus_id)
+    nvml = Nvml(bus_id)
     if args.kind == "gemm":
         compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
     with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
@@ -229,7 +230,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
-    write_record(args.output, {**record, **environment.card(), "device_name": device.device_name(), "unit": "microseconds per call",
+    write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
                                "sizes": sizes, "nvml_before": before, "nvml_after": after,
                                "busy_before_pct": gpu.busy_before_pct, "idle_wait": gpu.idle_wait,
                                "job": clock.describe()})

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from kernelkit import KitError, determinism, environment, spec as specs
+from kernelkit import KitError, determinism, spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
@@ -156,7 +156,8 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     compilation and loading of each build (per entry and compile options) and every launch;
     then the judgement of the downloaded bits.
     """
-    from kernelkit import device, environment, gpujob, gpulock, library
+    from kernelkit import device, gpujob, gpulock, library
+    from kernelkit.nvml import Nvml
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
         return spec.entry_of(layout), spec.compile_options_of(layout)
@@ -171,7 +172,7 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     if not prepared:
         return []
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock):
+    with gpujob.shared_gpu(Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock):
         with clock.phase("compile_and_load"):
             compiled = {key: device.compile_kernel(spec, mutation, *key) for key in sorted(builds)}
         with clock.phase("launches"):
@@ -266,6 +267,8 @@ def cmd_correctness(args: argparse.Namespace) -> int:
         raise KitError(f"{spec.name}: {len(failed)} of {len(cases)} correctness cases failed (layouts {', '.join(bad)}); "
                        f"nothing of {spec.name} will be timed")
     if args.output_dir:
+        from kernelkit import device
+
         job = clock.describe()
         for layout in layouts:
             own = [case for case in cases if case.layout == layout]
@@ -273,7 +276,7 @@ def cmd_correctness(args: argparse.Namespace) -> int:
                       "skipped": {layout: skipped[layout]} if layout in skipped else {},
                       "negative_control": None, "determinism_runs": settings.determinism_runs}
             write_record(os.path.join(args.output_dir, f"{layout}.json"),
-                         {**record, **environment.card(), "passed": layout in runnable, "job": job})
+                         {**record, **device.card(), "passed": layout in runnable, "job": job})
     if runnable:
         print(f"{spec.name} {', '.join(runnable)}: all {len(cases)} cases passed, "
               f"largest |error| {max((case.max_abs_error for case in cases), default=0.0):.4e}")

@@ -11,7 +11,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
-from kernelkit import KitError, determinism, environment, spec as specs
+from kernelkit import KitError, determinism, spec as specs
 from kernelkit.checks import add_check_settings, print_cases, run_suite, settings_lock_and_clock, suite_record
 from kernelkit.records import write_record
 
@@ -24,7 +24,7 @@ def catching_check(case: Mapping[str, Any]) -> str:
 def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settings: Any, lock: Any,
                 clock: Any) -> dict[str, Any]:
     """One negative control over the layouts: its record when the checks caught it, else KitError."""
-    from kernelkit import tools
+    from kernelkit import device, tools
 
     mutation = spec.mutation(control)
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
@@ -75,7 +75,7 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
               f"(its {len(cases)} correctness cases all passed)")
     return {
         **record,
-        **environment.card(),
+        **device.card(),
         "control": control,
         "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
         "layouts": layouts,

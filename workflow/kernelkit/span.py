@@ -91,7 +91,8 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
+    from kernelkit import checks, device, foreign, gpujob, sampler, tools, verify
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
@@ -117,7 +118,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     # made holding it (see kernelkit.gpulock), from CuPy's disk cache.
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
-    nvml = environment.Nvml(bus_id)
+    nvml = Nvml(bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
     for layout in layouts:
         if spec.is_baseline(layout):
@@ -168,7 +169,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     write_record(
         args.output,
         {
-            **environment.card(),
+            **device.card(),
             "kernel": spec.name,
             "shape": args.shape,
             "dims": dict(zip(spec.dims, shape)),

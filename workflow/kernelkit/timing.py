@@ -53,7 +53,8 @@ class TimingSettings(kit_config.StageSettings):
 def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any, skipped: str | None) -> None:
     """Time one layout of the job's kernel/shape and write its record (`--output-dir`/<layout>/rep<N>.json);
     `skipped`: why its checks skipped it (its library is missing here), when they did."""
-    from kernelkit import device, environment, foreign, gpujob, sampler, verify
+    from kernelkit import device, foreign, gpujob, sampler, verify
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -87,7 +88,7 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
     with clock.phase("start_cuda_nvml"):
         cp = device.cupy()
         bus_id = cp.cuda.Device().pci_bus_id
-        nvml = environment.Nvml(bus_id)
+        nvml = Nvml(bus_id)
         sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
         # A shape that cannot fit stops here with one sentence, before any input is made.
         memory = nvml.read(lambda n, h: n.nvmlDeviceGetMemoryInfo(h).total)
@@ -179,7 +180,7 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         output,
         {
             **identity,
-            **environment.card(),
+            **device.card(),
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernelkit import KitError, environment, spec as specs
+from kernelkit import KitError, spec as specs
+from kernelkit.nvml import Nvml
 from kernelkit.records import write_record
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
@@ -76,7 +77,7 @@ def hold_gpu(lock: Any, clock: Any) -> None:
     from kernelkit import device, gpujob
 
     bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock):
+    with gpujob.shared_gpu(Nvml(bus_id), bus_id, lock, clock):
         pass
 
 
@@ -253,7 +254,7 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
 
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
-    from kernelkit import gpujob
+    from kernelkit import device, gpujob
 
     clock = gpujob.JobClock()
     spec = specs.load(args.kernel)
@@ -271,7 +272,7 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases, **checked}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
+        write_record(args.output, {**record, **device.card(), "job": clock.describe()})
         return 0
     for tool, result in record["tools"].items():
         print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
@@ -282,18 +283,20 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     if any(found.values()):
         named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
         raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
-    write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
+    write_record(args.output, {**record, **device.card(), "job": clock.describe()})
     print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
     return 0
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from kernelkit import device
+
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
     spec.parse_shape(args.shape)
     record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout,
               **profile(spec.name, args.shape, args.layout)}
-    write_record(args.output, {**record, **environment.card()})
+    write_record(args.output, {**record, **device.card()})
     print(f"profile skipped: {record['skipped']}" if "skipped" in record else
           f"profiled {len(record['launches'])} kernel launches in one call")
     return 0
@@ -313,7 +316,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     if spec.is_baseline(args.layout):
         device.compile_layout(spec, args.layout)  # imports the package, seconds of CPU work, before the lock
     host_inputs = timing_inputs(spec, args.shape)
-    with gpujob.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
+    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
         kernel = device.compile_layout(spec, args.layout)  # the context and the module: GPU work (kernelkit.gpulock)
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)

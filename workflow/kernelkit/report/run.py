@@ -14,7 +14,7 @@ import pandas as pd
 
 from kernelkit import KitError, ceilings, tools
 from kernelkit import spec as specs
-from kernelkit.environment import is_unavailable
+from kernelkit.nvml import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.records import read_checked, read_run_records, split_skipped
 from kernelkit.summary import natural_key, summarize_records
