@@ -264,11 +264,11 @@ def test_cold_samples_are_single_calls_after_an_l2_flush():
 
 
 def test_ceilings_and_floor_are_measured_with_the_timing_method():
-    from kernelkit import ceilings
+    from kernelkit import ceilings, stats
 
     method = graph_method(warmup_launches=2, launches_per_graph=8, samples=5)
     records = {kind: ceilings.measure(kind, method, copy_bytes=2**26, gemm_n=1024) for kind in ceilings.KINDS}
-    rates = ceilings.rates(records)
+    rates = stats.rates(records)
     assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
     assert 0 < rates["floor_us"] < 20
     # Both buffers of the L2 copy fit in the L2 (a quarter of it each): it must beat the DRAM copy of 64 MiB.

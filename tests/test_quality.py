@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import graph_method, sampler_settings
 
-from kernelkit import ceilings, report, sampler
+from kernelkit import ceilings, report, sampler, stats
 from kernelkit.stats import median_relative_halfwidth
 from kernelkit.span import rotation
 from kernelkit.kernel_time import launches_per_sample, stop_reason
@@ -82,13 +82,13 @@ CEILING = {"copy_gb_s": 4000.0, "gemm_gflop_s": 50_000.0, "floor_us": 2.0}
 
 
 def test_a_time_within_three_times_the_harness_floor_is_near_it():
-    assert ceilings.near_floor(5.9, 2.0) and not ceilings.near_floor(6.1, 2.0) and not ceilings.near_floor(1.0, None)
+    assert stats.near_floor(5.9, 2.0) and not stats.near_floor(6.1, 2.0) and not stats.near_floor(1.0, None)
 
 
 def test_ceiling_rates_come_from_the_sample_medians():
     records = {"copy": {"bytes": 2 * 2**31, "samples_us": [1100.0, 1000.0, 1020.0]},
                "gemm": {"flops": 2 * 4096**3, "samples_us": [2700.0]}, "floor": {"samples_us": [2.0, 2.5, 2.2]}}
-    rates = ceilings.rates(records)
+    rates = stats.rates(records)
     assert rates["copy_gb_s"] == pytest.approx(2 * 2**31 / 1020e-6 / 1e9)
     assert rates["gemm_gflop_s"] == pytest.approx(2 * 4096**3 / 2700e-6 / 1e9) and rates["floor_us"] == 2.2
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelkit import KitError, ceilings, tools
+from kernelkit import KitError, stats, tools
 from kernelkit import spec as specs
 from kernelkit.nvml import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
@@ -39,7 +39,7 @@ class Card:
     def __init__(self, directory: Path) -> None:
         self.environment = read_checked(directory / "environment.json", "environment")
         self.ceilings = {r["kind"]: r for r in load(directory, "ceilings")}
-        self.rates = ceilings.rates(self.ceilings)
+        self.rates = stats.rates(self.ceilings)
         gpu = self.environment.get("gpu", {})
         self.uuid = self.environment.get("gpu_uuid") or (gpu.get("uuid") if isinstance(gpu, dict) else None)
         self.label = card_label({"gpu_uuid": self.uuid, "gpu_index": self.environment.get("gpu_index")})
@@ -62,7 +62,7 @@ class Run:
         self.cold, cold_skipped = split_skipped(load(self.dir, "cold"))
         self.skipped += cold_skipped
         self.ceilings = {r["kind"]: r for r in load(self.dir, "ceilings")}
-        self.ceiling = ceilings.rates(self.ceilings)
+        self.ceiling = stats.rates(self.ceilings)
         # The first card's records are the two above; a multi-GPU run adds gpus/<i>/ for the others.
         self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
         # One entry per layout, whether the run wrote a record per kernel or, before that, per layout.
