@@ -91,7 +91,7 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, foreign, gpujob, sampler, tools, verify
+    from kernelkit import cases, device, foreign, gpujob, sampler, sanitizer, verify
     from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
@@ -108,8 +108,8 @@ def cmd_span(args: argparse.Namespace) -> int:
         raise KitError("give one --correctness file per --layout, in the same order")
     skipped = {}
     for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = checks.require_checked(spec, layout, correctness_file, args.controls,
-                                        None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
+        reason = cases.require_checked(spec, layout, correctness_file, args.controls,
+                                       None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
         if reason:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]

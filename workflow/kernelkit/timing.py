@@ -3,7 +3,7 @@
 The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
 the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
 record. (The span view is span.py.) Nothing is timed whose correctness and negative controls
-did not pass on the same source (checks.require_checked).
+did not pass on the same source (kernelkit.cases.require_checked).
 """
 
 from __future__ import annotations
@@ -219,14 +219,14 @@ def correctness_file(files: Sequence[str], layout: str) -> str:
 
 def cmd_time(args: argparse.Namespace) -> int:
     """Every named layout of one kernel/shape/repeat, in one process, in the seeded order."""
-    from kernelkit import checks, device, gpujob, tools
+    from kernelkit import cases, device, gpujob, sanitizer
 
     clock = gpujob.JobClock()
     TimingSettings.from_json(args.settings)  # a setting out of range: its sentence before anything else
     spec = specs.load(args.kernel)
     # Every layout's checks are read before any is timed: a layout that did not pass stops the job here.
-    skipped = {layout: checks.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
-                                              None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
+    skipped = {layout: cases.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
+                                             None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
                for layout in args.layout}
     # The libraries' imports (Torch alone takes seconds) before the first layout takes the GPU lock,
     # which this process then keeps; the host inputs, made by the first layout, are kept for the rest.

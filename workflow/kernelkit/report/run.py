@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelkit import KitError, stats, tools
+from kernelkit import KitError, sanitizer, stats
 from kernelkit import spec as specs
 from kernelkit.nvml import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
@@ -67,7 +67,7 @@ class Run:
         self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
         # One entry per layout, whether the run wrote a record per kernel or, before that, per layout.
         self.sanitizer = [entry for kind in ("sanitizer", "sanitizer_per_layout")
-                          for p in run_result_files(self.dir, kind) for entry in tools.per_layout(read_checked(p, "sanitizer"))]
+                          for p in run_result_files(self.dir, kind) for entry in sanitizer.per_layout(read_checked(p, "sanitizer"))]
         self.profiles = [read_checked(p, "profile") for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
