@@ -24,7 +24,7 @@ from kernelkit import diff, report
 from kernelkit.cli import main
 from kernelkit.nvml import Nvml
 from kernelkit.records import read_json, write_record
-from kernelkit.report import units
+from kernelkit import units
 
 
 @pytest.fixture(scope="module")

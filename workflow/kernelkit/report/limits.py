@@ -13,7 +13,7 @@ from statistics import median
 from typing import Any
 
 from kernelkit import document as doc
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.bounds import Judgement, judge
 from kernelkit.report.run import Run, card_label, method_used, target_name
 from kernelkit.stats import CEILING_TOLERANCE
