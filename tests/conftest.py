@@ -89,7 +89,7 @@ def padded_output(y, unwritten=None):
     output elements still holding the sentinel, as a kernel that skipped them would."""
     import numpy as np
 
-    from kernelkit.checks import GUARD_ELEMENTS, SENTINEL_BITS
+    from kernelkit.output_check import GUARD_ELEMENTS, SENTINEL_BITS
 
     bits = np.full(2 * GUARD_ELEMENTS + y.size, SENTINEL_BITS, dtype=np.uint32)
     body = np.ascontiguousarray(y, dtype=np.float32).reshape(-1).view(np.uint32).copy()

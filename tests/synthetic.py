@@ -6,7 +6,7 @@ records (and optionally cold timings, spans, ceilings, sanitizer and Nsight Comp
 second card), every one at its path in kernelkit.layout and through kernelkit.records.write_record.
 Nothing in it was measured on a GPU:
 
-- correctness and control cases are the kit's own checks (kernelkit.checks.judge_case) of each
+- correctness and control cases are the kit's own checks (kernelkit.cases.judge_case) of each
   kernel's CPU emulation (kernels/<name>/emulation.py), baselines of the float64 reference rounded
   to float32;
 - timings come from a plain model (bytes over a rate, FLOPs over a rate, a launch cost, a factor
@@ -35,7 +35,7 @@ from conftest import padded_output
 from kernelkit import config as kit_config
 from kernelkit import foreign, layout as paths, sampler
 from kernelkit import spec as specs
-from kernelkit.checks import correctness_cases, judge_case, prepare_cases, suite_record
+from kernelkit.cases import correctness_cases, judge_case, prepare_cases, suite_record
 from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 from kernelkit.records import canonical_hash, read_json, write_json_atomic, write_record
 from kernelkit.sampler import SamplerSettings

@@ -115,7 +115,7 @@ class SimulatedDevice:
 
 
 class FakeNvml:
-    """kernelkit.environment.Nvml's surface over a simulated device."""
+    """kernelkit.nvml.Nvml's surface over a simulated device."""
 
     error = None
     handle = "device-0"

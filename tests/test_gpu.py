@@ -30,7 +30,7 @@ RMSNORM = specs.load("rmsnorm")
 
 
 def test_all_48_correctness_cases_pass():
-    from kernelkit.checks import run_suite
+    from kernelkit.cases import run_suite
 
     cases = run_suite(RMSNORM, ["t32", "t256"])  # the seed's two layouts
     assert len(cases) == 48
@@ -42,7 +42,7 @@ def test_all_48_correctness_cases_pass():
 
 @pytest.mark.parametrize("control, symptom", [("epsilon", "NaN in"), ("tail", "sentinel left")])
 def test_negative_controls_are_caught_for_the_seed_reason(control, symptom):
-    from kernelkit.checks import run_suite
+    from kernelkit.cases import run_suite
 
     cases = run_suite(RMSNORM, list(RMSNORM.layouts), control)
     failed = [case for case in cases if not case.passed]
@@ -166,7 +166,7 @@ def test_stages_chain_through_the_command_line(tmp_path):
 
 @pytest.mark.parametrize("kernel", specs.available())
 def test_every_kernel_folder_passes_and_catches_its_controls(kernel):
-    from kernelkit.checks import run_suite
+    from kernelkit.cases import run_suite
 
     spec = specs.load(kernel)
     cases = run_suite(spec, list(spec.layouts), runs=3)
@@ -183,7 +183,7 @@ BASELINES = [(kernel, layout) for kernel in specs.available() for layout in spec
 @pytest.mark.parametrize("kernel,layout", BASELINES)
 def test_every_library_baseline_passes_the_same_correctness_cases(kernel, layout):
     from kernelkit import library
-    from kernelkit.checks import run_suite
+    from kernelkit.cases import run_suite
 
     spec = specs.load(kernel)
     reason = library.missing_reason(spec.baselines[layout].package)
@@ -264,11 +264,11 @@ def test_cold_samples_are_single_calls_after_an_l2_flush():
 
 
 def test_ceilings_and_floor_are_measured_with_the_timing_method():
-    from kernelkit import ceilings
+    from kernelkit import ceilings, stats
 
     method = graph_method(warmup_launches=2, launches_per_graph=8, samples=5)
     records = {kind: ceilings.measure(kind, method, copy_bytes=2**26, gemm_n=1024) for kind in ceilings.KINDS}
-    rates = ceilings.rates(records)
+    rates = stats.rates(records)
     assert 100 < rates["copy_gb_s"] < 10_000 and 1_000 < rates["gemm_gflop_s"] < 1_000_000
     assert 0 < rates["floor_us"] < 20
     # Both buffers of the L2 copy fit in the L2 (a quarter of it each): it must beat the DRAM copy of 64 MiB.

@@ -37,10 +37,11 @@ while time.time() < end:
 
 
 def nvml_here():
-    from kernelkit import device, environment
+    from kernelkit import device
+    from kernelkit.nvml import Nvml
 
     cp = device.cupy()
-    nvml = environment.Nvml(cp.cuda.Device().pci_bus_id)
+    nvml = Nvml(cp.cuda.Device().pci_bus_id)
     if nvml.error:
         pytest.skip(f"GPU test skipped: {nvml.error}")
     return cp, nvml

@@ -208,7 +208,7 @@ def test_the_sanitizer_job_holds_the_gpu_and_its_tools_children_run_under_its_ho
 
 def test_the_barrier_control_as_its_own_process_sees_the_race_under_its_hold(tmp_path):
     """The `barrier` control's racecheck child runs beside the control's own cases, under the hold
-    its parent took first (kernelkit.tools.hold_gpu), as in the workflow's negative_controls job."""
+    its parent took first (kernelkit.cases.hold_gpu), as in the workflow's negative_controls job."""
     if shutil.which("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not on the PATH (no child is started then)")
     folder = tmp_path / "controls"

@@ -170,7 +170,7 @@ def test_a_child_started_with_the_holders_environment_runs_under_its_hold(lock_d
 
 
 def test_a_child_started_through_a_wrapper_runs_under_the_holders_hold_too(lock_dir):
-    """compute-sanitizer starts the kit's command (kernelkit.tools._run_tool) as a child of its own, so the process
+    """compute-sanitizer starts the kit's command (kernelkit.sanitizer._run_tool) as a child of its own, so the process
     that needs the holder's hold is its grandchild; a shell that forks stands in for the tool here."""
     ran = run_child_of_a_holder(lock_dir, "PROGRAM; true")
     assert ran["finished"], "the grandchild waited for the lock its grandparent holds (until the holder exits)"

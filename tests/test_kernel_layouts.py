@@ -256,7 +256,7 @@ def test_triangle_tiled_emulation_of_every_sweep_point_is_right_at_every_correct
     valid point of its sweep: the copies' transposition, the pipeline's stages and the epilogue's
     passes depend on the tile shape, the step and the depth."""
     from conftest import padded_output
-    from kernelkit.checks import check_case
+    from kernelkit.output_check import check_case
     from kernelkit.inputs import rng_for
 
     spec = specs.load("triangle")
@@ -276,7 +276,7 @@ def test_neighbor_warp_hint_emulation_at_every_unroll_passes_and_its_controls_ar
     """neighbor_warp_hint's groups of `unroll` rows and its padded last group, at each unroll of its
     sweep: right at every correctness shape, and each of its controls fails at least one."""
     from conftest import padded_output
-    from kernelkit.checks import check_case
+    from kernelkit.output_check import check_case
     from kernelkit.inputs import rng_for
 
     spec = specs.load("neighbor")
@@ -301,7 +301,7 @@ def test_neighbor_node_split_emulation_at_every_sweep_point_passes_and_its_contr
     the node's warps (a ceil chunk of vectors each), at each point of its sweep: right at every
     correctness shape, each of its controls fails at least one, and the split writes every vector once."""
     from conftest import padded_output
-    from kernelkit.checks import check_case
+    from kernelkit.output_check import check_case
     from kernelkit.inputs import rng_for
 
     spec = specs.load("neighbor")

@@ -18,7 +18,8 @@ import pytest
 from conftest import padded_output
 
 from kernelkit import spec as specs
-from kernelkit.checks import GUARD_ELEMENTS, check_case, prepare_case, prepare_cases
+from kernelkit.cases import prepare_case, prepare_cases
+from kernelkit.output_check import GUARD_ELEMENTS, check_case
 from kernelkit.inputs import PATTERNS, pattern_array, rng_for
 
 RMSNORM = specs.load("rmsnorm")

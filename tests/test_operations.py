@@ -21,7 +21,7 @@ import pytest
 from conftest import padded_output
 
 from kernelkit import spec as specs
-from kernelkit.checks import check_case
+from kernelkit.output_check import check_case
 from kernelkit.inputs import rng_for
 from kernelkit.spec import shape_name
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import graph_method, sampler_settings
 
-from kernelkit import ceilings, report, sampler
+from kernelkit import ceilings, report, sampler, stats
 from kernelkit.stats import median_relative_halfwidth
 from kernelkit.span import rotation
 from kernelkit.kernel_time import launches_per_sample, stop_reason
@@ -82,13 +82,13 @@ CEILING = {"copy_gb_s": 4000.0, "gemm_gflop_s": 50_000.0, "floor_us": 2.0}
 
 
 def test_a_time_within_three_times_the_harness_floor_is_near_it():
-    assert ceilings.near_floor(5.9, 2.0) and not ceilings.near_floor(6.1, 2.0) and not ceilings.near_floor(1.0, None)
+    assert stats.near_floor(5.9, 2.0) and not stats.near_floor(6.1, 2.0) and not stats.near_floor(1.0, None)
 
 
 def test_ceiling_rates_come_from_the_sample_medians():
     records = {"copy": {"bytes": 2 * 2**31, "samples_us": [1100.0, 1000.0, 1020.0]},
                "gemm": {"flops": 2 * 4096**3, "samples_us": [2700.0]}, "floor": {"samples_us": [2.0, 2.5, 2.2]}}
-    rates = ceilings.rates(records)
+    rates = stats.rates(records)
     assert rates["copy_gb_s"] == pytest.approx(2 * 2**31 / 1020e-6 / 1e9)
     assert rates["gemm_gflop_s"] == pytest.approx(2 * 4096**3 / 2700e-6 / 1e9) and rates["floor_us"] == 2.2
 
@@ -142,12 +142,12 @@ def test_noise_split_from_the_samples(tmp_path):
 
 
 def test_sanitizer_and_ncu_output_are_read_from_the_tools_text():
-    from kernelkit import tools
+    from kernelkit import sanitizer, tools
 
-    assert tools.sanitizer_errors("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == 0
-    assert tools.sanitizer_errors("========= Invalid __global__ read\n========= ERROR SUMMARY: 3 errors\n") == 3
-    assert tools.sanitizer_errors("no summary: the tool could not start") is None
-    assert tools.sanitizer_errors("========= RACECHECK SUMMARY: 2 hazards displayed (1 errors, 1 warnings)") == 2
+    assert sanitizer.sanitizer_errors("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == 0
+    assert sanitizer.sanitizer_errors("========= Invalid __global__ read\n========= ERROR SUMMARY: 3 errors\n") == 3
+    assert sanitizer.sanitizer_errors("no summary: the tool could not start") is None
+    assert sanitizer.sanitizer_errors("========= RACECHECK SUMMARY: 2 hazards displayed (1 errors, 1 warnings)") == 2
     csv_text = (
         "==PROF== Connected to process 1\n"
         '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
@@ -189,7 +189,7 @@ def test_sanitizer_output_reads_as_clean_for_both_tools_whatever_the_record_says
     null) reads as clean when its kept output shows racecheck's summary line."""
     from synthetic import write_run
 
-    from kernelkit import tools
+    from kernelkit import sanitizer
     from kernelkit.records import write_record
 
     run_dir = write_run(tmp_path, "tools", sanitizer=True)
@@ -204,7 +204,7 @@ def test_sanitizer_output_reads_as_clean_for_both_tools_whatever_the_record_says
     for path in sorted((run_dir / "sanitizer").glob("*/*.json")):
         record = json.loads(path.read_text())
         assert record["tools"]["racecheck"]["errors"] is None and "RACECHECK SUMMARY" in record["tools"]["racecheck"]["tail"]
-        assert {tool: tools.sanitizer_errors(record["tools"][tool]["tail"]) for tool in ("memcheck", "racecheck")} == {
+        assert {tool: sanitizer.sanitizer_errors(record["tools"][tool]["tail"]) for tool in ("memcheck", "racecheck")} == {
             "memcheck": 0, "racecheck": 0}
     markdown = report.render_markdown(run_dir)
     assert "| rmsnorm | t32 | 0 | 0 |" in markdown and "| rmsnorm | t256 | 0 | 0 |" in markdown

@@ -19,10 +19,10 @@ import pytest
 
 from conftest import REPO, default_config, padded_output
 
-from kernelkit import KitError, determinism, spec as specs, tools, verify
-from kernelkit.checks import CheckSettings, check_case
+from kernelkit import KitError, determinism, sanitizer, spec as specs, tools, verify
+from kernelkit.cases import CheckSettings, sanitizer_cases
 from kernelkit.controls import catching_check
-from kernelkit.tools import sanitizer_cases
+from kernelkit.output_check import check_case
 from kernelkit.inputs import rng_for
 from kernelkit.records import write_record
 
@@ -106,14 +106,14 @@ def test_clean_sanitizer_output_has_no_findings():
         record = _clean_sanitizer(layout)
         # The file's own `errors` for racecheck is null (an older parser); the rule re-reads the tail.
         for result in record["tools"].values():
-            result["errors"] = tools.sanitizer_errors(result["tail"])
-        assert tools.findings(record) == []
+            result["errors"] = sanitizer.sanitizer_errors(result["tail"])
+        assert sanitizer.findings(record) == []
 
 
 def _with_racecheck(record, summary, exit_code=0):
     changed = json.loads(json.dumps(record))
     tail = changed["tools"]["racecheck"]["tail"].rsplit("\n", 1)[0] + "\n" + summary
-    errors = tools.sanitizer_errors(tail)
+    errors = sanitizer.sanitizer_errors(tail)
     changed["tools"]["racecheck"].update(tail=tail, errors=errors, exit_code=exit_code,
                                          status="ran" if errors is not None else "did not run to its summary")
     return changed
@@ -122,16 +122,16 @@ def _with_racecheck(record, summary, exit_code=0):
 def test_hazards_a_non_zero_exit_or_a_missing_summary_each_forbid_timing():
     clean = _clean_sanitizer("t256")
     for result in clean["tools"].values():
-        result["errors"] = tools.sanitizer_errors(result["tail"])
+        result["errors"] = sanitizer.sanitizer_errors(result["tail"])
     hazards = _with_racecheck(clean, "========= RACECHECK SUMMARY: 24 hazards displayed (24 errors, 0 warnings)")
-    assert tools.findings(hazards) == ["racecheck reports 24 hazards"]
+    assert sanitizer.findings(hazards) == ["racecheck reports 24 hazards"]
     warnings = _with_racecheck(clean, "========= RACECHECK SUMMARY: 3 hazards displayed (0 errors, 3 warnings)")
-    assert tools.findings(warnings) == ["racecheck reports 3 hazards"]
+    assert sanitizer.findings(warnings) == ["racecheck reports 3 hazards"]
     crashed = _with_racecheck(clean, "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)", 2)
-    assert tools.findings(crashed) == ["racecheck exited with code 2 (ran)"]
+    assert sanitizer.findings(crashed) == ["racecheck exited with code 2 (ran)"]
     cut = _with_racecheck(clean, "========= Error: process didn't terminate successfully")
-    assert tools.findings(cut) == ["racecheck did not run to its summary"]
-    assert tools.findings({"skipped": "compute-sanitizer is not on the PATH"}) == []
+    assert sanitizer.findings(cut) == ["racecheck did not run to its summary"]
+    assert sanitizer.findings({"skipped": "compute-sanitizer is not on the PATH"}) == []
 
 
 def _kernel_record(clean, layouts=("t32", "t256", "vec")):
@@ -145,50 +145,50 @@ def _kernel_record(clean, layouts=("t32", "t256", "vec")):
 def test_require_clean_gates_on_findings_and_on_the_source(tmp_path):
     clean = _clean_sanitizer("t256")
     for result in clean["tools"].values():
-        result["errors"] = tools.sanitizer_errors(result["tail"])
+        result["errors"] = sanitizer.sanitizer_errors(result["tail"])
     path = tmp_path / "rmsnorm.json"
     write_record(path, _kernel_record(clean))
     for layout in ("t32", "t256", "vec"):
-        tools.require_clean(RMSNORM, layout, str(path))
+        sanitizer.require_clean(RMSNORM, layout, str(path))
     write_record(path, _kernel_record(clean, ["t32", "t256"]))
     with pytest.raises(KitError, match="not a sanitizer record of layout 'vec' on this source"):
-        tools.require_clean(RMSNORM, "vec", str(path))
+        sanitizer.require_clean(RMSNORM, "vec", str(path))
     write_record(path, {"kernel": "rmsnorm", "layouts": ["t256"], "source_sha256": RMSNORM.source_sha256(),
                         "skipped": "compute-sanitizer is not on the PATH"})
-    tools.require_clean(RMSNORM, "t256", str(path))  # absent tool: timing goes on, the report says so
+    sanitizer.require_clean(RMSNORM, "t256", str(path))  # absent tool: timing goes on, the report says so
     hazards = _with_racecheck(clean, "========= RACECHECK SUMMARY: 24 hazards displayed (24 errors, 0 warnings)")
     write_record(path, _kernel_record(hazards))
     with pytest.raises(KitError, match=r"racecheck reports 24 hazards; nothing will be timed"):
-        tools.require_clean(RMSNORM, "vec", str(path))
+        sanitizer.require_clean(RMSNORM, "vec", str(path))
     # Where the joint run found something, each layout's own run decides.
     write_record(path, {**_kernel_record(hazards), "by_layout": {"t32": {"tools": hazards["tools"]},
                                                                  "t256": {"tools": clean["tools"]},
                                                                  "vec": {"tools": clean["tools"]}}})
-    tools.require_clean(RMSNORM, "t256", str(path))
+    sanitizer.require_clean(RMSNORM, "t256", str(path))
     with pytest.raises(KitError, match=r"racecheck reports 24 hazards; nothing will be timed"):
-        tools.require_clean(RMSNORM, "t32", str(path))
+        sanitizer.require_clean(RMSNORM, "t32", str(path))
     write_record(path, {**_kernel_record(clean), "source_sha256": RMSNORM.source_sha256("barrier")})
     with pytest.raises(KitError, match="not a sanitizer record of layout 't256' on this source"):
-        tools.require_clean(RMSNORM, "t256", str(path))
+        sanitizer.require_clean(RMSNORM, "t256", str(path))
     # A record of one layout, as earlier kits wrote them, still reads.
     write_record(path, {**clean, "source_sha256": RMSNORM.source_sha256()})
-    tools.require_clean(RMSNORM, "t256", str(path))
+    sanitizer.require_clean(RMSNORM, "t256", str(path))
     with pytest.raises(KitError, match="not a sanitizer record of layout 't32'"):
-        tools.require_clean(RMSNORM, "t32", str(path))
+        sanitizer.require_clean(RMSNORM, "t32", str(path))
 
 
 def test_per_layout_entries_read_like_the_records_of_earlier_kits():
     clean = _clean_sanitizer("t256")
     record = _kernel_record(clean, ["t32", "vec"])
-    entries = tools.per_layout(record)
+    entries = sanitizer.per_layout(record)
     assert [(entry["kernel"], entry["layout"]) for entry in entries] == [("rmsnorm", "t32"), ("rmsnorm", "vec")]
     assert all(entry["tools"] == clean["tools"] and entry["cases"] == record["cases"] for entry in entries)
     assert all(entry["checked_together"] == ["t32", "vec"] for entry in entries)
     # A layout's own run, made because the joint run found something, is not the joint run's.
-    rerun = tools.per_layout({**record, "by_layout": {"vec": {"tools": clean["tools"]}}})
+    rerun = sanitizer.per_layout({**record, "by_layout": {"vec": {"tools": clean["tools"]}}})
     assert "checked_together" in rerun[0] and "checked_together" not in rerun[1]
-    assert tools.per_layout(clean) == [clean]
-    skipped = tools.per_layout({"kernel": "rmsnorm", "layouts": ["t32"], "skipped": "no tool"})
+    assert sanitizer.per_layout(clean) == [clean]
+    skipped = sanitizer.per_layout({"kernel": "rmsnorm", "layouts": ["t32"], "skipped": "no tool"})
     assert skipped == [{"kernel": "rmsnorm", "layout": "t32", "skipped": "no tool"}]
 
 
@@ -321,7 +321,7 @@ def test_report_names_the_check_that_caught_each_control(tmp_path):
     # Since 2026-12-01 one racecheck run covers several layouts: it says the race was seen, not in which.
     joint = {"layouts": ["t32", "t256", "vec"], "hazards": 10, "errors": 10, "exit_code": 2, "status": "ran"}
     together = {**raced, "caught_in_layouts": {"t32": None, "t256": None, "vec": None}, "racecheck": joint,
-                "caught_by": {"layouts": joint["layouts"], "check": "racecheck", "symptom": tools.racecheck_symptom(joint)}}
+                "caught_by": {"layouts": joint["layouts"], "check": "racecheck", "symptom": sanitizer.racecheck_symptom(joint)}}
     beside = {**together, "caught_in_layouts": {"t32": None, "t256": "determinism", "vec": None},
               "cases": committed["cases"], "caught_by": committed["caught_by"]}
     missed = {**together, "racecheck": {**joint, "hazards": 0}}
@@ -459,7 +459,7 @@ def test_sanitizer_children_run_the_kits_own_check_and_keep_their_own_results(tm
         calls.unlink()
         return rows
 
-    result = tools.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
+    result = sanitizer.racecheck_control("rmsnorm", ["t32", "t256", "vec"], "barrier")
     assert result["layouts"] == ["t32", "t256", "vec"] and result["hazards"] == 3
     assert logged() == ["racecheck t32+t256+vec barrier"]
 
@@ -475,9 +475,9 @@ def test_sanitizer_children_run_the_kits_own_check_and_keep_their_own_results(tm
 
 
 def test_a_timed_stage_takes_the_sanitizer_record_that_covers_its_layout():
-    assert tools.record_for([], "t32") is None  # `sanitize` off
-    assert tools.record_for(["results/r/sanitizer/rmsnorm.json"], "t32") == "results/r/sanitizer/rmsnorm.json"
+    assert sanitizer.record_for([], "t32") is None  # `sanitize` off
+    assert sanitizer.record_for(["results/r/sanitizer/rmsnorm.json"], "t32") == "results/r/sanitizer/rmsnorm.json"
     legacy = ["results/r/sanitizer/rmsnorm/t32.json", "results/r/sanitizer/rmsnorm/vec.json"]
-    assert tools.record_for(legacy, "vec") == legacy[1]
+    assert sanitizer.record_for(legacy, "vec") == legacy[1]
     with pytest.raises(KitError, match="no sanitizer record of layout 't256' among .*t32.json, .*vec.json; nothing will be timed"):
-        tools.record_for(legacy, "t256")
+        sanitizer.record_for(legacy, "t256")

@@ -94,11 +94,12 @@ def test_timing_max_sample_ms_goes_from_the_schema_default_to_the_method_recorde
     """A config without timing.max_sample_ms gets the schema's default, the rule's settings param
     carries it, and the method the record stores (its "method" key) is built from that param."""
     from kernelkit import config as kit_config
+    from kernelkit.config_file import schema_default
 
     config = default_config()
     given = {**config, "timing": {key: value for key, value in config["timing"].items() if key != "max_sample_ms"}}
     validated = kit_config.validate(given)
-    assert validated["timing"]["max_sample_ms"] == kit_config.schema_default("timing", "max_sample_ms")
+    assert validated["timing"]["max_sample_ms"] == schema_default("timing", "max_sample_ms")
     param = TimingSettings.json_from_config(validated)
     assert json.loads(param)["timing"]["max_sample_ms"] == validated["timing"]["max_sample_ms"]
     method = TimingSettings.from_json(param).method.describe()

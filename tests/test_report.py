@@ -22,9 +22,9 @@ from synthetic import Disturbance, ceiling_record, copy_run, edit, timing_files,
 
 from kernelkit import diff, report
 from kernelkit.cli import main
-from kernelkit.environment import Nvml
+from kernelkit.nvml import Nvml
 from kernelkit.records import read_json, write_record
-from kernelkit.report import units
+from kernelkit import units
 
 
 @pytest.fixture(scope="module")

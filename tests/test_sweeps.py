@@ -15,7 +15,7 @@ from statistics import median
 import pytest
 from conftest import REPO, job_counts, snakemake
 
-from kernelkit import KitError, ceilings
+from kernelkit import KitError, stats
 from kernelkit import config as kit_config
 from kernelkit import spec as specs
 from kernelkit import sweeps
@@ -157,7 +157,7 @@ def test_sweeps_section_is_computed_from_the_samples(tmp_path, seed_run, fixture
     run = Run(run_dir)
     results = {r.shape: r for r in sweep_results(run)}
     assert set(results) == {"1024x1024x1024", "4096x4096x4096"}
-    rates = ceilings.rates({r["kind"]: r for r in map(lambda p: json.loads(p.read_text()),
+    rates = stats.rates({r["kind"]: r for r in map(lambda p: json.loads(p.read_text()),
                                                          (run_dir / "ceilings").glob("*.json"))})
     for shape, result in results.items():
         pooled = {n: median([s for p in sorted((run_dir / "timing" / "matmul" / shape / n).glob("rep*.json"))

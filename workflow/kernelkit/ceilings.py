@@ -4,7 +4,7 @@ A timing means little without the limits it runs against: the device-to-device c
 bounds memory-bound kernels, the library's FP32 GEMM rate bounds arithmetic, and the
 per-launch cost of an empty kernel in the same graph replay is the floor below which no
 timing resolves anything. Each is a target of its own; the report divides every timing by
-the ceiling that bounds it (see `roofline`), which is plain arithmetic, tested on the CPU.
+the ceiling that bounds it (kernelkit.stats.rates), which is plain arithmetic, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -85,10 +85,6 @@ class CeilingSettings(kit_config.StageSettings):
 
         return cls(GraphReplayMethod.from_timing(config["timing"]), config["ceilings"]["copy_bytes"],
                    config["ceilings"]["gemm_n"], LockSettings.from_config(config["gpu_lock"]))
-
-
-# Two timings of the same work agree within the diff threshold (2%); so must a kernel and its ceiling.
-CEILING_TOLERANCE = 0.02
 
 
 def _fastest(variants: dict[str, Callable[[], Any]], method: Any) -> tuple[str, dict[str, Any]]:
@@ -190,27 +186,9 @@ def measure(kind: str, method: Any, copy_bytes: int, gemm_n: int, compiled: Any 
             "samples_us": samples, "method": method.describe(), "method_used": used}
 
 
-def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """copy and l2 GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
-    found = {}
-    if "copy" in records:
-        found["copy_gb_s"] = records["copy"]["bytes"] / (median(records["copy"]["samples_us"]) * 1e-6) / 1e9
-    if "l2" in records:
-        found["l2_gb_s"] = records["l2"]["bytes"] / (median(records["l2"]["samples_us"]) * 1e-6) / 1e9
-    if "gemm" in records:
-        found["gemm_gflop_s"] = records["gemm"]["flops"] / (median(records["gemm"]["samples_us"]) * 1e-6) / 1e9
-    if "floor" in records:
-        found["floor_us"] = median(records["floor"]["samples_us"])
-    return found
-
-
-def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:
-    """A timing within `factor` times the empty kernel's cost measures the harness as much as the kernel."""
-    return floor_us is not None and median_us < factor * floor_us
-
-
 def cmd_ceiling(args: argparse.Namespace) -> int:
-    from kernelkit import device, environment, gpujob
+    from kernelkit import device, gpujob, stats
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
 
     clock = gpujob.JobClock()
@@ -219,7 +197,7 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         raise KitError(f"ceiling '{args.kind}' is not defined; allowed: {', '.join(KINDS)}")
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
-    nvml = environment.Nvml(bus_id)
+    nvml = Nvml(bus_id)
     if args.kind == "gemm":
         compile_kernels(args.kind)  # imports torch, seconds of CPU work, before the lock
     with gpujob.exclusive_gpu(nvml, bus_id, settings.lock.with_dir(args.lock_dir), clock) as gpu:
@@ -229,11 +207,11 @@ def cmd_ceiling(args: argparse.Namespace) -> int:
         after = nvml.snapshot()
     # The timing settings are in "method"; the sizes the config chose are stated beside them.
     sizes = {"copy_bytes": settings.copy_bytes, "gemm_n": settings.gemm_n}
-    write_record(args.output, {**record, **environment.card(), "device_name": device.device_name(), "unit": "microseconds per call",
+    write_record(args.output, {**record, **device.card(), "device_name": device.device_name(), "unit": "microseconds per call",
                                "sizes": sizes, "nvml_before": before, "nvml_after": after,
                                "busy_before_pct": gpu.busy_before_pct, "idle_wait": gpu.idle_wait,
                                "job": clock.describe()})
-    print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in rates({args.kind: record}).items()))
+    print(f"ceiling {args.kind}: " + ", ".join(f"{key} {value:.3f}" for key, value in stats.rates({args.kind: record}).items()))
     return 0
 
 

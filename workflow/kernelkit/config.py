@@ -12,20 +12,13 @@ from __future__ import annotations
 
 import argparse
 import copy
-import functools
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
-import yaml
-
 from kernelkit import KitError, spec as specs, sweeps
-from kernelkit.config_file import YamlNumber, read_yaml  # noqa: F401 - read_yaml is part of this module's API
+from kernelkit.config_file import YamlNumber, read_yaml, schema, schema_default
 from kernelkit.shape_bounds import check_bounds
-
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
-
-
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -42,12 +35,6 @@ def _strict_validator() -> Any:
     checker = base.TYPE_CHECKER.redefine(
         "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
     return jsonschema.validators.extend(base, type_checker=checker)
-
-
-@functools.cache
-def schema() -> dict[str, Any]:
-    # libyaml's loader where PyYAML has it: every job reads the schema, and it parses in 2 ms instead of 15.
-    return yaml.load(SCHEMA_PATH.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _defaulting_validator(node: dict[str, Any]) -> Any:
@@ -84,14 +71,6 @@ def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
         raise KitError(error)
     _check_against_specs(config, kernels_root)
     return config
-
-
-def schema_default(*path: str) -> Any:
-    """The schema's default of one key, e.g. schema_default("timing", "stop", "max_seconds")."""
-    node = schema()
-    for part in path:
-        node = node["properties"][part]
-    return node["default"]
 
 
 def settings_slice(config: Mapping[str, Any], sections: Mapping[str, Sequence[str]]) -> str:

@@ -1,7 +1,7 @@
 """The negative-control stage: a mutated build of a kernel's source (its spec's `mutations`) run
 through the same correctness cases, launched `checks.determinism_runs` times each, and, for a race
 the cases cannot show, through compute-sanitizer's racecheck. The checks must catch every mutation
-before anything of that kernel is timed (kernelkit.checks.require_checked reads these records).
+before anything of that kernel is timed (kernelkit.cases.require_checked reads these records).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
-from kernelkit import KitError, determinism, environment, spec as specs
-from kernelkit.checks import add_check_settings, print_cases, run_suite, settings_lock_and_clock, suite_record
+from kernelkit import KitError, determinism, spec as specs
+from kernelkit.cases import add_check_settings, hold_gpu, print_cases, run_suite, settings_lock_and_clock, suite_record
 from kernelkit.records import write_record
+from kernelkit.sanitizer import racecheck_control, racecheck_symptom
 
 
 def catching_check(case: Mapping[str, Any]) -> str:
@@ -24,18 +25,18 @@ def catching_check(case: Mapping[str, Any]) -> str:
 def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settings: Any, lock: Any,
                 clock: Any) -> dict[str, Any]:
     """One negative control over the layouts: its record when the checks caught it, else KitError."""
-    from kernelkit import tools
+    from kernelkit import device
 
     mutation = spec.mutation(control)
     # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
     # for a control that declares a bug only threads show, or when no layout caught it at all (a
     # control aimed at one layout need not fail in the others). For a bug only threads show, the
     # racecheck child runs beside this process's own cases, which seldom catch it, under this
-    # process's GPU hold (taken first: kernelkit.tools.hold_gpu).
+    # process's GPU hold (taken first: kernelkit.cases.hold_gpu).
     if mutation.needs_gpu_to_show:
-        tools.hold_gpu(lock, clock)
+        hold_gpu(lock, clock)
     with ThreadPoolExecutor(max_workers=1) as beside:
-        early = (beside.submit(tools.racecheck_control, spec.name, layouts, control)
+        early = (beside.submit(racecheck_control, spec.name, layouts, control)
                  if mutation.needs_gpu_to_show else None)
         cases = run_suite(spec, layouts, control, settings.determinism_runs, lock=lock, clock=clock)
         print_cases(cases)
@@ -50,8 +51,8 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
             if early is not None:
                 racecheck: dict[str, Any] | None = early.result()
             elif unseen:
-                tools.hold_gpu(lock, clock)
-                racecheck = tools.racecheck_control(spec.name, unseen, control)
+                hold_gpu(lock, clock)
+                racecheck = racecheck_control(spec.name, unseen, control)
             else:
                 racecheck = None
     raced = bool(racecheck and racecheck.get("hazards"))
@@ -66,16 +67,16 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
         first = {key: caught[0][key] for key in ("layout", "shape", "pattern", "symptom", "worst_index")}
         first["check"] = catching_check(caught[0])
         print(f"negative control '{control}' caught in {len(caught)} of {len(cases)} cases"
-              f"{'; ' + tools.racecheck_symptom(racecheck) if raced else ''}; by layout: "
+              f"{'; ' + racecheck_symptom(racecheck) if raced else ''}; by layout: "
               f"{', '.join(f'{k}: {v}' for k, v in by_layout.items())}; first: {first['layout']} {first['shape']} "
               f"{first['pattern']}: {first['symptom']}")
     else:
-        first = {"layouts": racecheck["layouts"], "check": "racecheck", "symptom": tools.racecheck_symptom(racecheck)}
+        first = {"layouts": racecheck["layouts"], "check": "racecheck", "symptom": racecheck_symptom(racecheck)}
         print(f"negative control '{control}' caught by racecheck: {first['symptom']} "
               f"(its {len(cases)} correctness cases all passed)")
     return {
         **record,
-        **environment.card(),
+        **device.card(),
         "control": control,
         "mutation": {"find": mutation.find, "replace": mutation.replace, "why": mutation.why},
         "layouts": layouts,

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit import KitError, binaries
+from kernelkit.nvml import UNAVAILABLE, Nvml
 from kernelkit.spec import KernelSpec, Shape
 
 
@@ -397,3 +398,24 @@ def device_name() -> str:
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def card() -> dict[str, Any]:
+    """The card this process runs on, as every GPU record names it: NVML's UUID and index.
+
+    Read here, in the process, from the CUDA device the process uses (by PCI bus id), so it is
+    the card that did the work whatever CUDA_VISIBLE_DEVICES said; the index is NVML's, the
+    number nvidia-smi shows and the workflow's `gpus` list uses. Where no GPU or NVML answers
+    (a skipped tool run on a CPU machine) both are None rather than a guess.
+    """
+    try:
+        bus_id = cupy().cuda.Device().pci_bus_id
+    except KitError:
+        return {"gpu_uuid": None, "gpu_index": None}
+    nvml = Nvml(bus_id)
+    uuid = nvml.read(lambda n, h: n.nvmlDeviceGetUUID(h))
+    index = nvml.read(lambda n, h: n.nvmlDeviceGetIndex(h))
+    return {
+        "gpu_uuid": uuid if isinstance(uuid, str) and not uuid.startswith(UNAVAILABLE) else None,
+        "gpu_index": index if isinstance(index, int) else None,
+    }

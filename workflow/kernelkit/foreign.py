@@ -40,17 +40,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-UNAVAILABLE = "unavailable: "
+from kernelkit.nvml import UNAVAILABLE, unavailable
+
 # How far before the lock's acquisition the first reading looks, to find where each process's
 # first sample period after it begins (NVML keeps a buffer of recent samples).
 LOOKBACK_S = 2.0
 # How far back a reading looks for a foreign process's work when the kit's members are known:
 # longer than the driver's per-process sampling period, so a process busy throughout is seen.
 WINDOW_S = 2.0
-
-
-def unavailable(error: Exception) -> str:
-    return f"{UNAVAILABLE}{type(error).__name__}: {error}".rstrip(": ")
 
 
 def compute_pids(nvml: Any) -> list[int] | str:

@@ -49,7 +49,7 @@ LOCK_KEYS = ("enabled", "wait_for_idle", "idle_timeout_s", "idle_poll_s")
 
 
 def _schema_default(key: str) -> Any:
-    from kernelkit.config import schema_default
+    from kernelkit.config_file import schema_default
 
     return schema_default("gpu_lock", key)
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from kernelkit import config as kit_config
+from kernelkit.config_file import schema_default
 
 Call = Callable[[], Any]
 
@@ -47,12 +47,12 @@ class GraphReplayMethod:
     def from_timing(cls, timing: Mapping[str, Any]) -> "GraphReplayMethod":
         """From the config's (validated) `timing` section or a slice of it."""
         stop = timing.get("stop")
-        limits = stop or {key: kit_config.schema_default("timing", "stop", key) for key in ("max_seconds", "max_samples")}
+        limits = stop or {key: schema_default("timing", "stop", key) for key in ("max_seconds", "max_samples")}
         return cls(timing["warmup_launches"], timing["launches_per_graph"], timing["samples"],
                    float(timing["max_sample_ms"]), float(stop["relative_spread"]) if stop else None,
                    float(limits["max_seconds"]), int(limits["max_samples"]),
-                   float(timing.get("host_lead_us", kit_config.schema_default("timing", "host_lead_us"))),
-                   context_switch=bool(timing.get("context_switch", kit_config.schema_default("timing", "context_switch"))))
+                   float(timing.get("host_lead_us", schema_default("timing", "host_lead_us"))),
+                   context_switch=bool(timing.get("context_switch", schema_default("timing", "context_switch"))))
 
     def describe(self) -> dict[str, Any]:
         return {"name": "cuda_graph_replay", **asdict(self)}

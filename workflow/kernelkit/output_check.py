@@ -1,6 +1,6 @@
 """The judgement of one correctness launch from its raw output bits, apart from the GPU.
 
-The checks stage (kernelkit.checks) fills the output, and guard regions on both sides of it,
+The correctness suite (kernelkit.cases) fills the output, and guard regions on both sides of it,
 with a sentinel NaN, launches, and downloads [guard | output | guard] as uint32 bits; this
 module says whether every output element was overwritten with a finite value within tolerance
 and no guard element changed. Plain NumPy, so it is tested on the CPU.

@@ -19,7 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernelkit.foreign import LOOKBACK_S, ProcessWatcher, unavailable
+from kernelkit.foreign import LOOKBACK_S, ProcessWatcher
+from kernelkit.nvml import unavailable
 
 
 def device_samples(nvml: Any, since_us: int) -> list[tuple[int, int]] | str:

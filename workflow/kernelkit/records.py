@@ -9,7 +9,6 @@ diff) see one format. Where each record lives is layout.py's business.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -19,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernelkit import KitError
+from kernelkit import KitError, sha256_text
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -145,10 +144,6 @@ def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
 def split_skipped(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Timing records with samples, and those of layouts skipped because their library is missing."""
     return [r for r in records if "skipped" not in r], [r for r in records if "skipped" in r]
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def canonical_hash(payload: Any) -> str:

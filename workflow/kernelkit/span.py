@@ -91,7 +91,8 @@ def span_samples(calls: Mapping[str, Call], method: SpanMethod) -> dict[str, lis
 
 
 def cmd_span(args: argparse.Namespace) -> int:
-    from kernelkit import checks, device, environment, foreign, gpujob, sampler, tools, verify
+    from kernelkit import cases, device, foreign, gpujob, sampler, sanitizer, verify
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
@@ -107,8 +108,8 @@ def cmd_span(args: argparse.Namespace) -> int:
         raise KitError("give one --correctness file per --layout, in the same order")
     skipped = {}
     for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = checks.require_checked(spec, layout, correctness_file, args.controls,
-                                        None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
+        reason = cases.require_checked(spec, layout, correctness_file, args.controls,
+                                       None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
         if reason:
             skipped[layout] = reason
     layouts = [layout for layout in args.layout if layout not in skipped]
@@ -117,7 +118,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     # made holding it (see kernelkit.gpulock), from CuPy's disk cache.
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
-    nvml = environment.Nvml(bus_id)
+    nvml = Nvml(bus_id)
     sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
     for layout in layouts:
         if spec.is_baseline(layout):
@@ -168,7 +169,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     write_record(
         args.output,
         {
-            **environment.card(),
+            **device.card(),
             "kernel": spec.name,
             "shape": args.shape,
             "dims": dict(zip(spec.dims, shape)),

@@ -18,9 +18,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from kernelkit import KitError
+from kernelkit import KitError, sha256_text
 from kernelkit.inputs import PATTERNS
-from kernelkit.records import sha256_text
 
 Shape = tuple[int, ...]
 

@@ -5,7 +5,8 @@ runs: the ratio of medians B/A with a bootstrap confidence interval that resampl
 processes (repeats) first and samples inside them second. Resampling samples alone would
 pretend that one process's samples describe every process; on the H200, the medians of two
 processes timing the same configuration can lie further apart than the samples inside
-either (the report lists such cases among its caveats).
+either (the report lists such cases among its caveats). Against the run's ceilings: their rates
+(`rates`), read from the ceiling records by the ceilings stage and the report alike.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import median
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from kernelkit.config import schema_default
+from kernelkit.config_file import schema_default
 
 # Defaults of a comparison of two runs, written once, in the schema (diff.threshold, diff.confidence).
 DIFF_THRESHOLD = schema_default("diff", "threshold")
@@ -164,3 +165,25 @@ def relative_range(values: Sequence[float]) -> float:
     """(max - min) / min: how much slower the slowest is than the fastest."""
     return max(values) / min(values) - 1.0
 
+
+# Two timings of the same work agree within the diff threshold (2%); so must a kernel and its ceiling.
+CEILING_TOLERANCE = 0.02
+
+
+def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """copy and l2 GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
+    found = {}
+    if "copy" in records:
+        found["copy_gb_s"] = records["copy"]["bytes"] / (median(records["copy"]["samples_us"]) * 1e-6) / 1e9
+    if "l2" in records:
+        found["l2_gb_s"] = records["l2"]["bytes"] / (median(records["l2"]["samples_us"]) * 1e-6) / 1e9
+    if "gemm" in records:
+        found["gemm_gflop_s"] = records["gemm"]["flops"] / (median(records["gemm"]["samples_us"]) * 1e-6) / 1e9
+    if "floor" in records:
+        found["floor_us"] = median(records["floor"]["samples_us"])
+    return found
+
+
+def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:
+    """A timing within `factor` times the empty kernel's cost measures the harness as much as the kernel."""
+    return floor_us is not None and median_us < factor * floor_us

@@ -3,7 +3,7 @@
 The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
 the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
 record. (The span view is span.py.) Nothing is timed whose correctness and negative controls
-did not pass on the same source (checks.require_checked).
+did not pass on the same source (kernelkit.cases.require_checked).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ class TimingSettings(kit_config.StageSettings):
 def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], clock: Any, skipped: str | None) -> None:
     """Time one layout of the job's kernel/shape and write its record (`--output-dir`/<layout>/rep<N>.json);
     `skipped`: why its checks skipped it (its library is missing here), when they did."""
-    from kernelkit import device, environment, foreign, gpujob, sampler, verify
+    from kernelkit import device, foreign, gpujob, sampler, verify
+    from kernelkit.nvml import Nvml
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
 
@@ -87,7 +88,7 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
     with clock.phase("start_cuda_nvml"):
         cp = device.cupy()
         bus_id = cp.cuda.Device().pci_bus_id
-        nvml = environment.Nvml(bus_id)
+        nvml = Nvml(bus_id)
         sm_clock_max = nvml.read(lambda n, h: n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM))
         # A shape that cannot fit stops here with one sentence, before any input is made.
         memory = nvml.read(lambda n, h: n.nvmlDeviceGetMemoryInfo(h).total)
@@ -179,7 +180,7 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         output,
         {
             **identity,
-            **environment.card(),
+            **device.card(),
             "method_used": used,
             "unit": "microseconds per launch",
             "samples_us": samples,
@@ -218,14 +219,14 @@ def correctness_file(files: Sequence[str], layout: str) -> str:
 
 def cmd_time(args: argparse.Namespace) -> int:
     """Every named layout of one kernel/shape/repeat, in one process, in the seeded order."""
-    from kernelkit import checks, device, gpujob, tools
+    from kernelkit import cases, device, gpujob, sanitizer
 
     clock = gpujob.JobClock()
     TimingSettings.from_json(args.settings)  # a setting out of range: its sentence before anything else
     spec = specs.load(args.kernel)
     # Every layout's checks are read before any is timed: a layout that did not pass stops the job here.
-    skipped = {layout: checks.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
-                                              None if spec.is_baseline(layout) else tools.record_for(args.sanitizer, layout))
+    skipped = {layout: cases.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
+                                             None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
                for layout in args.layout}
     # The libraries' imports (Torch alone takes seconds) before the first layout takes the GPU lock,
     # which this process then keeps; the host inputs, made by the first layout, are kept for the rest.

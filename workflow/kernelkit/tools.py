@@ -18,15 +18,14 @@ import io
 import re
 import shutil
 import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any, Sequence
 
-from kernelkit import KitError, environment, spec as specs
+from kernelkit import KitError, spec as specs
+from kernelkit.cases import hold_gpu, sanitizer_cases
+from kernelkit.nvml import Nvml
 from kernelkit.records import write_record
+from kernelkit.sanitizer import SANITIZER_TOOLS, _kit, _run_tool, _tail, findings, layout_results
 
-SANITIZER_TOOLS = ("memcheck", "racecheck")
 NCU_METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct_of_peak",
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
@@ -40,66 +39,6 @@ NCU_METRICS = {
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active": "fma_pipe_pct_of_peak",
     "launch__registers_per_thread": "registers_per_thread",
 }
-
-
-def _kit(*args: str) -> list[str]:
-    return [sys.executable, "-m", "kernelkit", *args]
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def sanitizer_errors(output: str) -> int | None:
-    """The error count of compute-sanitizer's summary line, or None without one.
-
-    memcheck ends with 'ERROR SUMMARY: N errors'; racecheck with 'RACECHECK SUMMARY: H hazards
-    displayed (E errors, W warnings)', where the count that matters is E + W.
-    """
-    race = re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
-    if race:
-        return int(race[-1][0]) + int(race[-1][1])
-    found = re.findall(r"ERROR SUMMARY: (\d+) error", output)
-    return int(found[-1]) if found else None
-
-
-def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
-    """The few cases compute-sanitizer runs (spec.KernelSpec.sanitizer_shapes_used): the values a
-    pattern gives change no code path of these kernels, so one pattern, `normal`."""
-    return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
-
-
-def hold_gpu(lock: Any, clock: Any) -> None:
-    """Take this process's GPU lock (`lock`: gpulock.LockSettings) before starting children on the
-    GPU; it is kept until this process exits, and the children run under it
-    (kernelkit.gpulock.child_environment)."""
-    from kernelkit import device, gpujob
-
-    bus_id = device.cupy().cuda.Device().pci_bus_id
-    with gpujob.shared_gpu(environment.Nvml(bus_id), bus_id, lock, clock):
-        pass
-
-
-def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control: str | None,
-              timeout_s: float) -> dict[str, Any]:
-    """One sanitizer tool over the layouts' sanitizer cases, in one `kernelkit correctness` child."""
-    from kernelkit.gpulock import child_environment
-
-    program = _kit("correctness", "--kernel", kernel, "--sanitizer-cases",
-                   *[part for layout in layouts for part in ("--layout", layout)],
-                   *(("--control", control) if control else ()))
-    started = time.monotonic()
-    try:
-        done = subprocess.run([exe, "--tool", tool, *program], capture_output=True, text=True,
-                              timeout=timeout_s, env=child_environment())
-    except subprocess.TimeoutExpired as error:
-        output = error.stdout.decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
-        return {"exit_code": None, "errors": None, "tail": _tail(output), "status": f"did not finish within {timeout_s:g} s"}
-    output = done.stdout + done.stderr
-    errors = sanitizer_errors(output)
-    return {"exit_code": done.returncode, "errors": errors, "tail": _tail(output),
-            "wall_s": round(time.monotonic() - started, 3),
-            "status": "ran" if errors is not None else "did not run to its summary"}
 
 
 def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dict[str, Any]:
@@ -126,92 +65,6 @@ def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dic
     built = {layout: device.compile_binary(spec.source_text(), binaries.build_options(spec.compile_options_of(layout)))
              for layout in layouts}
     return {**record, "binaries": {layout: binary.sha256 for layout, binary in built.items()}}
-
-
-def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900) -> dict[str, Any]:
-    """racecheck over a negative control's mutated build of the layouts, in one child: `layouts`,
-    and `hazards` (errors + warnings) for them all, or `skipped`. The control needs to know that
-    racecheck sees the race, not in which layout (the sanitizer job says that for the unmutated
-    layouts)."""
-    exe = shutil.which("compute-sanitizer")
-    if exe is None:
-        return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
-    result = _run_tool(exe, "racecheck", kernel, layouts, control, timeout_s)
-    return {"layouts": layouts, **result, "hazards": result["errors"]}
-
-
-def racecheck_symptom(racecheck: dict[str, Any]) -> str:
-    """What a control's racecheck run saw, naming the layouts it ran over."""
-    layouts = racecheck["layouts"]
-    over = layouts[0] if len(layouts) == 1 else f"{', '.join(layouts[:-1])} and {layouts[-1]} in one run"
-    return f"racecheck reports {racecheck['hazards']} shared-memory hazards over {over}"
-
-
-def findings(record: dict[str, Any]) -> list[str]:
-    """What in a sanitizer record forbids timing: a reported error or hazard, a non-zero exit, or a
-    tool that never reached its summary line (then nothing was checked). Empty when clean or skipped."""
-    found = []
-    for tool, result in record.get("tools", {}).items():
-        what = "hazards" if tool == "racecheck" else "errors"
-        if result.get("errors"):
-            found.append(f"{tool} reports {result['errors']} {what}")
-        elif result.get("exit_code") != 0:
-            found.append(f"{tool} exited with code {result.get('exit_code')} ({result.get('status')})")
-        elif result.get("errors") is None:
-            found.append(f"{tool} {result.get('status', 'did not run to its summary')}")
-    return found
-
-
-def layout_results(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each layout's sanitizer result in a record: `tools`, or `skipped`.
-
-    A record covers a kernel's layouts, checked together (`sanitize`); where the joint run found
-    something, a layout's own run decides. Runs made before that hold one record per layout.
-    """
-    if "layouts" not in record:
-        return {record["layout"]: record}
-    if "skipped" in record:
-        return {layout: {"skipped": record["skipped"]} for layout in record["layouts"]}
-    own = record.get("by_layout", {})
-    return {layout: own.get(layout, {"tools": record["tools"]}) for layout in record["layouts"]}
-
-
-def per_layout(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per layout, as the record of one layout reads (kernel, layout, cases, tools or skipped)."""
-    common = {key: value for key, value in record.items() if key not in ("layouts", "tools", "by_layout", "skipped")}
-    own = record.get("by_layout", {})
-    # `checked_together`: the layouts whose joint run these counts are (a layout's own run has none).
-    together = {"checked_together": record["layouts"]} if "layouts" in record and "tools" in record else {}
-    return [{**common, **result, "layout": layout, **({} if layout in own else together)}
-            for layout, result in layout_results(record).items()]
-
-
-def record_for(files: Sequence[str], layout: str) -> str | None:
-    """Which of the sanitizer records given to a timed stage covers `layout`: the kernel's one
-    record, or, for a run of an earlier kit, the one named <layout>.json. None: none was given
-    (`sanitize` off)."""
-    if not files:
-        return None
-    if len(files) == 1:
-        return files[0]
-    named = [name for name in files if Path(name).stem == layout]
-    if not named:
-        raise KitError(f"no sanitizer record of layout '{layout}' among {', '.join(files)}; nothing will be timed")
-    return named[0]
-
-
-def require_clean(spec: Any, layout: str, path: str) -> None:
-    """Refuse to time a layout whose sanitizer record is missing, stale or has findings; a record
-    saying the tool is absent here lets timing go on (the report shows it as skipped)."""
-    from kernelkit.records import read_record
-
-    record = read_record(path)
-    results = layout_results(record)
-    if layout not in results or record.get("source_sha256") != spec.source_sha256():
-        raise KitError(f"{path} is not a sanitizer record of layout '{layout}' on this source; rerun the sanitizer first")
-    found = findings(results[layout])
-    if found:
-        raise KitError(f"{path}: {'; '.join(found)}; nothing will be timed")
 
 
 def ncu_metrics(csv_text: str) -> list[dict[str, Any]]:
@@ -253,7 +106,7 @@ def profile(kernel: str, shape: str, layout: str, timeout_s: float = 900) -> dic
 
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
-    from kernelkit import gpujob
+    from kernelkit import device, gpujob
 
     clock = gpujob.JobClock()
     spec = specs.load(args.kernel)
@@ -271,7 +124,7 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases, **checked}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
+        write_record(args.output, {**record, **device.card(), "job": clock.describe()})
         return 0
     for tool, result in record["tools"].items():
         print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
@@ -282,18 +135,20 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     if any(found.values()):
         named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
         raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
-    write_record(args.output, {**record, **environment.card(), "job": clock.describe()})
+    write_record(args.output, {**record, **device.card(), "job": clock.describe()})
     print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
     return 0
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    from kernelkit import device
+
     spec = specs.load(args.kernel)
     spec.layout(args.layout)
     spec.parse_shape(args.shape)
     record = {"kernel": spec.name, "shape": args.shape, "layout": args.layout,
               **profile(spec.name, args.shape, args.layout)}
-    write_record(args.output, {**record, **environment.card()})
+    write_record(args.output, {**record, **device.card()})
     print(f"profile skipped: {record['skipped']}" if "skipped" in record else
           f"profiled {len(record['launches'])} kernel launches in one call")
     return 0
@@ -313,7 +168,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     if spec.is_baseline(args.layout):
         device.compile_layout(spec, args.layout)  # imports the package, seconds of CPU work, before the lock
     host_inputs = timing_inputs(spec, args.shape)
-    with gpujob.exclusive_gpu(environment.Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
+    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
         kernel = device.compile_layout(spec, args.layout)  # the context and the module: GPU work (kernelkit.gpulock)
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)

@@ -1,5 +1,5 @@
 # The checks of one kernel, each stage one process for all its layouts or controls: they gate
-# every timing of the kernel (kernelkit.checks.require_checked reads their records), so they run
+# every timing of the kernel (kernelkit.cases.require_checked reads their records), so they run
 # before any timing, and beside each other (each takes the GPU lock only for its GPU part).
 for kernel in KERNELS:
 

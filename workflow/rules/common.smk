@@ -20,7 +20,7 @@ from kernelkit import layout as paths  # the result layout (not a kernel's layou
 from kernelkit import spec as kit_spec
 from kernelkit.ceilings import CeilingSettings
 from kernelkit.layout import CEILING_KINDS
-from kernelkit.checks import CheckSettings
+from kernelkit.cases import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan
 from kernelkit.span import SpanSettings
@@ -149,7 +149,7 @@ def kernel_sources(kernel):
 
 def checks_of(kernel):
     """Every record that gates a kernel's timing: correctness of each layout, each negative
-    control, and the sanitizer's record (kernelkit.checks.require_checked reads them all)."""
+    control, and the sanitizer's record (kernelkit.cases.require_checked reads them all)."""
     return {
         "sources": kernel_sources(kernel),
         "correctness": frozen(PLAN.correctness_files(kernel)),

@@ -21,8 +21,9 @@ import pandas as pd
 from kernelkit import document as doc
 from kernelkit import figures
 from kernelkit import spec as specs
+from kernelkit import units
 from kernelkit.layout import TIMING, path as layout_path
-from kernelkit.report import claims, units
+from kernelkit.report import claims
 from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
 from kernelkit.summary import natural_key

@@ -107,7 +107,7 @@ def _clock_summary(run: Run) -> str:
 
 def _sanitizer_clean(run: Run) -> str | None:
     """The one-line summary of a sanitizer run that found nothing (None when it found something or did not run)."""
-    from kernelkit.tools import sanitizer_errors
+    from kernelkit.sanitizer import sanitizer_errors
 
     checked = [r for r in run.sanitizer if "skipped" not in r]
     if not checked:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
-from kernelkit import ceilings
 from kernelkit.report.run import Run
-from kernelkit.stats import DIFF_THRESHOLD
+from kernelkit.stats import CEILING_TOLERANCE, DIFF_THRESHOLD, near_floor
 
 
 @dataclass
@@ -56,7 +55,7 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
         kind, achieved = "copy", compulsory / seconds / 1e9
     rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
     fraction = achieved / rate
-    above = fraction > 1.0 + ceilings.CEILING_TOLERANCE
+    above = fraction > 1.0 + CEILING_TOLERANCE
     unit = "GFLOP/s" if kind == "gemm" else "GB/s"
     note = ""
     if above and not correct:
@@ -69,8 +68,8 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
         note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) while its repeats differ by more "
                 f"than {DIFF_THRESHOLD:.0%}: the measurement is in doubt")
     elif fraction > 1.0:
-        note = f"at its ceiling (within {ceilings.CEILING_TOLERANCE:.0%})"
-    if ceilings.near_floor(median_us, rates.get("floor_us")):
+        note = f"at its ceiling (within {CEILING_TOLERANCE:.0%})"
+    if near_floor(median_us, rates.get("floor_us")):
         note = "; ".join(filter(None, [note, "within 3x the harness floor"]))
     return Judgement("arithmetic" if kind == "gemm" else "memory", memory, _ceiling_name(kind, rate), fraction,
                      above, consistent, note)

@@ -22,7 +22,7 @@ import yaml
 from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit import spec as specs
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.run import Run
 
 # A published ratio reproduces when this run's lies within this factor of it (10%: wider than the

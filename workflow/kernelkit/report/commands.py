@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kernelkit import KitError
+from kernelkit import KitError, sha256_text
 from kernelkit.outputs import check_outputs, write_outputs
-from kernelkit.records import read_checked, sha256_text, split_skipped, write_text_atomic
+from kernelkit.records import read_checked, split_skipped, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:
@@ -43,12 +43,13 @@ MARKDOWN_HASH = "kernelkit-markdown-sha256"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from kernelkit import document, report
+    from kernelkit import document
+    from kernelkit.report.assemble import build
 
     check_outputs([args.markdown, *([args.html] if args.html else [])])  # before the work, not after
     try:
-        title, sections = report.build(Path(args.run_dir), Path(args.figures) if args.figures else None,
-                                       report_dir=Path(args.markdown).resolve().parent)
+        title, sections = build(Path(args.run_dir), Path(args.figures) if args.figures else None,
+                                report_dir=Path(args.markdown).resolve().parent)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as error:
         # Run checks every record it reads; what still slips through is named, never a traceback.
         raise KitError(f"a result file under {args.run_dir} cannot be reported ({type(error).__name__}: {error})") from None

@@ -4,7 +4,7 @@ bytes. No sentence here is written about a particular run."""
 
 from __future__ import annotations
 
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from kernelkit import ceilings
 from kernelkit import document as doc
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.bounds import Judgement, judge
 from kernelkit.report.run import Run, card_label, method_used, target_name
+from kernelkit.stats import CEILING_TOLERANCE
 
 
 def rated_bandwidth_gb_s(run: Run) -> float | None:
@@ -72,7 +72,7 @@ def ceiling_blocks(run: Run) -> list[doc.Block]:
                       "L2 copy ceiling when the working set fits in the L2 the environment records, else the DRAM copy "
                       "ceiling. Without an L2 ceiling an L2-resident target is marked DRAM roofline n/a. A correct "
                       "result consistently above its ceiling (more than "
-                      f"{ceilings.CEILING_TOLERANCE:.0%}) says the ceiling was measured too low; both numbers are "
+                      f"{CEILING_TOLERANCE:.0%}) says the ceiling was measured too low; both numbers are "
                       "named. The floor is the cost of launching nothing: timings within 3x of it measure the harness "
                       "as much as the kernel."),
         doc.Table(["Ceiling", "What", "Median", "Rate", "Taken by"], rows, numeric=(2, 3)),

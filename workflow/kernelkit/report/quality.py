@@ -10,7 +10,7 @@ from kernelkit import document as doc
 from kernelkit import sampler
 from kernelkit.report.run import Run, target_name as _target
 from kernelkit.summary import natural_key
-from kernelkit.tools import sanitizer_errors
+from kernelkit.sanitizer import sanitizer_errors
 
 
 def _us(value: float | None) -> str:

@@ -10,12 +10,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Iterable
 
-import pandas as pd
-
-from kernelkit import KitError, ceilings, tools
+from kernelkit import KitError, sanitizer, stats
 from kernelkit import spec as specs
-from kernelkit.environment import is_unavailable
 from kernelkit.layout import card_dirs, run_result_files
+from kernelkit.nvml import is_unavailable
 from kernelkit.records import read_checked, read_run_records, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
@@ -39,7 +37,7 @@ class Card:
     def __init__(self, directory: Path) -> None:
         self.environment = read_checked(directory / "environment.json", "environment")
         self.ceilings = {r["kind"]: r for r in load(directory, "ceilings")}
-        self.rates = ceilings.rates(self.ceilings)
+        self.rates = stats.rates(self.ceilings)
         gpu = self.environment.get("gpu", {})
         self.uuid = self.environment.get("gpu_uuid") or (gpu.get("uuid") if isinstance(gpu, dict) else None)
         self.label = card_label({"gpu_uuid": self.uuid, "gpu_index": self.environment.get("gpu_index")})
@@ -62,12 +60,12 @@ class Run:
         self.cold, cold_skipped = split_skipped(load(self.dir, "cold"))
         self.skipped += cold_skipped
         self.ceilings = {r["kind"]: r for r in load(self.dir, "ceilings")}
-        self.ceiling = ceilings.rates(self.ceilings)
+        self.ceiling = stats.rates(self.ceilings)
         # The first card's records are the two above; a multi-GPU run adds gpus/<i>/ for the others.
         self.cards = [Card(directory) for directory in card_dirs(self.dir)[1:]]
         # One entry per layout, whether the run wrote a record per kernel or, before that, per layout.
         self.sanitizer = [entry for kind in ("sanitizer", "sanitizer_per_layout")
-                          for p in run_result_files(self.dir, kind) for entry in tools.per_layout(read_checked(p, "sanitizer"))]
+                          for p in run_result_files(self.dir, kind) for entry in sanitizer.per_layout(read_checked(p, "sanitizer"))]
         self.profiles = [read_checked(p, "profile") for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
@@ -187,17 +185,9 @@ def target_name(record: dict[str, Any]) -> str:
     return f"{record['kernel']} {record['shape']} {record['layout']} rep{record['repeat']}"
 
 
-def sorted_by_shape(items: Iterable[Any], key: Any) -> list[Any]:
-    return sorted(items, key=lambda item: natural_key(key(item)))
-
-
 def method_used(record: dict[str, Any]) -> str:
     """How a file's samples were taken (files from before the fallback existed used graph replay)."""
     used = record.get("method_used", {"name": "cuda_graph_replay",
                                       "launches_per_sample": record["method"]["launches_per_graph"]})
     name = "graph replay" if used["name"] == "cuda_graph_replay" else "back-to-back events"
     return f"{name}, {used['launches_per_sample']} per sample"
-
-
-def as_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(rows)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from kernelkit import document as doc
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.run import Run
 from kernelkit.summary import natural_key
 

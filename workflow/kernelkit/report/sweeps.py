@@ -13,7 +13,7 @@ from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit import figures
 from kernelkit import spec as specs
-from kernelkit.report.units import duration
+from kernelkit.units import duration
 from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
 

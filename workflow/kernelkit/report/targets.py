@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from kernelkit import document as doc
-from kernelkit.report import units
+from kernelkit import units
 from kernelkit.report.bounds import Judgement, judge
 from kernelkit.report.run import Run, method_used
 from kernelkit.summary import natural_key

@@ -1,4 +1,5 @@
-"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB."""
+"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB.
+Shared by the report and the history of runs, which reads records only, not the report."""
 
 from __future__ import annotations
 
