@@ -3,6 +3,7 @@ order the scheduler runs them in; checked on the Plan itself and on Snakemake's 
 
 from __future__ import annotations
 
+import subprocess
 import copy
 import re
 from typing import NamedTuple
@@ -357,3 +358,17 @@ def test_default_profile_runs_jobs_in_parallel_and_leaves_gpu_turns_to_the_lock(
     profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     assert profile["cores"] == "all" and "gpu" not in profile.get("resources", {})
     assert profile["scheduler"] == "greedy"
+
+
+def test_a_run_is_committed_when_git_tracks_it_or_without_git_when_it_completed(tmp_path):
+    from kernelkit.plan import committed
+
+    run = tmp_path / "results" / "r"
+    run.mkdir(parents=True)
+    assert not committed(str(run), str(tmp_path))  # not a git checkout, no summary.csv
+    (run / "summary.csv").write_text("kernel\n")
+    assert committed(str(run), str(tmp_path))
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert not committed(str(run), str(tmp_path))  # git answers: nothing tracked there
+    subprocess.run(["git", "-C", str(tmp_path), "add", "results/r/summary.csv"], check=True)
+    assert committed("results/r", str(tmp_path))

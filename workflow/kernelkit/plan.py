@@ -18,8 +18,10 @@ still keep every repeat in a process of its own, which the diff's statistics res
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
 import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -251,3 +253,15 @@ class Plan:
             if int(part["n"]) > self.span_repeats:
                 raise KitError(f"span repeat {part['n']} is beyond config key 'span.repeats' ({self.span_repeats})")
         return None
+
+
+def committed(run_dir: str, repo: str) -> bool:
+    """Whether a run folder is committed evidence: git tracks files in it; in a copy without git,
+    it holds summary.csv, which a run writes when it completes (the marker that survives a copy)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--", run_dir], cwd=repo, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        listed = None
+    if listed is not None and listed.returncode == 0:
+        return bool(listed.stdout.strip())
+    return os.path.exists(os.path.join(run_dir, "summary.csv"))

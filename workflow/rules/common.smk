@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import subprocess
 import sys
 
 from snakemake.exceptions import WorkflowError
@@ -22,7 +21,7 @@ from kernelkit.ceilings import CeilingSettings
 from kernelkit.layout import CEILING_KINDS
 from kernelkit.cases import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
-from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan
+from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan, committed
 from kernelkit.span import SpanSettings
 from kernelkit.timing import TimingSettings
 
@@ -69,23 +68,10 @@ if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(path
     refuse(f"config key 'run' names '{RUN}', but results/{RUN} is a file, not a run folder; name another run")
 
 
-def committed(run_dir):
-    """Whether a run folder is committed evidence: git tracks files in it; in a copy without git,
-    it holds summary.csv, which a run writes when it completes (the marker that survives a copy)."""
-    try:
-        listed = subprocess.run(["git", "ls-files", "--", run_dir], cwd=workflow.basedir,
-                                capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        listed = None
-    if listed is not None and listed.returncode == 0:
-        return bool(listed.stdout.strip())
-    return os.path.exists(os.path.join(run_dir, "summary.csv"))
-
-
 # A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
 # file times must not make Snakemake redo it (its inputs are ancient()); a GPU job in it is
 # refused before the first job starts (kernelkit.guards) unless overwrite is given.
-FROZEN = committed(paths.path(paths.RUN_DIR, run=RUN)) and not OVERWRITE
+FROZEN = committed(paths.path(paths.RUN_DIR, run=RUN), workflow.basedir) and not OVERWRITE
 if FROZEN:
     print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
           "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
