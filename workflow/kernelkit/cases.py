@@ -146,6 +146,19 @@ def judge_case(spec: KernelSpec, case: PreparedCase, launches: Sequence[np.ndarr
                       worst_index=worst_index, **verdict)
 
 
+def compile_builds(spec: KernelSpec, layouts: Sequence[str], mutation: str | None, clock: Any) -> None:
+    """Every hand-written layout's build of the (possibly mutated) source, compiled into the kit's
+    binary cache. NVRTC is CPU work and needs no context, so a job calls this before it takes the
+    GPU lock, which it then keeps until it exits: a compile (seconds to a minute for a mutated
+    source, on an empty cache) never holds the GPU from other jobs, and under the lock
+    device.compile_kernel only loads."""
+    from kernelkit import binaries, device
+
+    with clock.phase("compile"):
+        for options in sorted({spec.compile_options_of(layout) for layout in layouts if not spec.is_baseline(layout)}):
+            device.compile_binary(spec.source_text(mutation), binaries.build_options(options))
+
+
 def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None, runs: int = 1,
               cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
               clock: Any = None) -> list[CaseResult]:
@@ -157,7 +170,7 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
     the stretch to a job's clock), the CUDA context, the loading of each build and every launch;
     then the judgement of the downloaded bits.
     """
-    from kernelkit import binaries, device, gpujob, gpulock, library
+    from kernelkit import device, gpujob, gpulock, library
     from kernelkit.nvml import Nvml
 
     def build(layout: str) -> tuple[str, tuple[str, ...]]:
@@ -172,12 +185,7 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
         prepared = prepare_cases(spec, layouts, cases if cases is not None else correctness_cases(spec))
     if not prepared:
         return []
-    # NVRTC is CPU work and needs no context: every build is compiled into the kit's binary cache
-    # before the lock, so that a compile (seconds to a minute for a mutated source) never holds the
-    # GPU from other jobs; under the lock, compile_kernel only loads.
-    with clock.phase("compile"):
-        for entry, options in sorted(builds):
-            device.compile_binary(spec.source_text(mutation), binaries.build_options(options))
+    compile_builds(spec, layouts, mutation, clock)
     bus_id = device.cupy().cuda.Device().pci_bus_id
     with gpujob.shared_gpu(Nvml(bus_id), bus_id, lock or gpulock.LockSettings(), clock):
         with clock.phase("load"):

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 from kernelkit import KitError, determinism, spec as specs
-from kernelkit.cases import add_check_settings, hold_gpu, print_cases, run_suite, settings_lock_and_clock, suite_record
+from kernelkit.cases import add_check_settings, compile_builds, hold_gpu, print_cases, run_suite, settings_lock_and_clock, suite_record
 from kernelkit.records import write_record
 from kernelkit.sanitizer import racecheck_control, racecheck_symptom
 
@@ -99,6 +99,8 @@ def cmd_control(args: argparse.Namespace) -> int:
         if spec.is_baseline(layout):
             raise KitError(f"negative controls mutate the CUDA source; the library layout '{layout}' has none")
     controls = args.control or list(spec.mutations)
+    for control in controls:  # all of them before the first control takes the GPU lock
+        compile_builds(spec, args.layout, control, clock)
     records = {control: run_control(spec, control, list(args.layout), settings, lock, clock) for control in controls}
     if args.output_dir:
         for control, record in records.items():
