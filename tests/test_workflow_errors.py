@@ -47,24 +47,13 @@ def assert_one_sentence(done: subprocess.CompletedProcess, expected: str) -> Non
     assert expected in lines[0], f"{expected!r} missing from {lines[0]!r}"
 
 
+# Each sentence the plan gives a bad target is tested in tests/test_plan.py; here two of them (a
+# part of a record's path, and a path outside the checkout) reach the command line as one line.
 @pytest.mark.parametrize(
     ("target", "expected"),
     [
-        (TIMING.replace("rmsnorm", "nosuchkernel"), "kernel 'nosuchkernel' is not configured; allowed: rmsnorm"),
-        (TIMING.replace("512x128", "512x999"), "shape '512x999' is not configured for kernel 'rmsnorm'; allowed: 512x128"),
         (TIMING.replace("t32", "t99"), "layout 't99' is not configured for kernel 'rmsnorm'; allowed: t32, t256"),
-        (TIMING.replace("rep1", "rep9"), "repeat 9 is beyond config key 'timing.repeats' (3)"),
-        (TIMING.replace("rep1", "rep0"), "names repeat 'rep0'; repeats count from rep1"),
-        (TIMING.replace("rep1", "rep01"), "names repeat 'rep01'; repeats count from rep1"),
-        (TIMING.replace("local", "otherrun"), "belongs to run 'otherrun', not to this run 'local'; add --config run=otherrun"),
-        ("reports/otherrun/report.md", "belongs to run 'otherrun'"),
         (f"../{TIMING}", "is outside this checkout"),
-        (f"results/../../{TIMING}", "is outside this checkout"),
-        ("results/local/correctness/rmsnorm/t99.json", "layout 't99' is not configured"),
-        ("results/local/controls/rmsnorm/nosuch.json", "negative control 'nosuch' is not defined for kernel 'rmsnorm'"),
-        ("results/local/span/rmsnorm/512x128/rep1.json", "kernel 'rmsnorm' has no span targets; config key 'span.kernels' allows: matmul"),
-        ("results/local/span/matmul/1024x1024x1024/rep5.json", "span repeat 5 is beyond config key 'span.repeats' (1)"),
-        ("reports/local/figures/nosuchkernel.svg", "kernel 'nosuchkernel' is not configured"),
     ],
 )
 def test_bad_target_gets_one_sentence(target, expected):
