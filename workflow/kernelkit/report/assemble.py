@@ -14,7 +14,7 @@ from kernelkit.report.answers import Links, hypothesis_verdicts, section_answers
 from kernelkit.report.cautions import caveats
 from kernelkit.report.checks import section_controls, section_correctness, symptom_kind
 from kernelkit.report.bounds import judge
-from kernelkit.report.limits import section_limits, target_roofline
+from kernelkit.report.limits import section_limits
 from kernelkit.report.quality import (noise_rows, section_clocks, section_cold, section_noise, section_placements,
                                       section_tools)
 from kernelkit.report.run import Run
@@ -25,7 +25,7 @@ from kernelkit.report.targets import (faster_layouts, library_rows, resource_row
                                       target_rows)
 
 __all__ = ["Run", "build", "render_markdown", "caveats", "condensed_caveats", "hypothesis_verdicts", "judge",
-           "target_roofline", "noise_rows", "faster_layouts", "library_rows", "resource_rows", "target_rows",
+           "noise_rows", "faster_layouts", "library_rows", "resource_rows", "target_rows",
            "two_view_rows", "symptom_kind"]
 
 # The Caveats section states at most this many; like caveats are said once, together.

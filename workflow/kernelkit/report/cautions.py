@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelkit import document as doc
 from kernelkit.report.run import Run, snapshots as _snapshots, target_name as _target
 
 
@@ -93,10 +92,4 @@ def untagged_outliers(table: Any) -> list[str]:
                              f"median ({row.min_us:.3f}-{row.max_us:.3f} us) against {100 * spreads[steady]:.2f}% in "
                              f"rep{steady}, and none is tagged disturbed: what changed them is not in the records")
     return found
-
-
-def section_caveats(run: Run) -> doc.Section:
-    items = caveats(run)
-    return doc.Section("Caveats", [doc.Bullets(items) if items else doc.Paragraph("None found in the recorded files.")])
-
 

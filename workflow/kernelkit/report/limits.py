@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from statistics import median
-from typing import Any
 
 from kernelkit import ceilings
 from kernelkit import document as doc
 from kernelkit.report import units
 from kernelkit.report.bounds import Judgement, judge
-from kernelkit.report.run import Run, card_label, method_used, target_name
+from kernelkit.report.run import Run, card_label, method_used
 
 
 def rated_bandwidth_gb_s(run: Run) -> float | None:
@@ -220,11 +219,6 @@ def section_limits(run: Run) -> doc.Section | None:
     return doc.Section("Limits", blocks)
 
 
-def section_ceilings(run: Run) -> doc.Section | None:
-    """The ceilings on their own (kept for callers of earlier kits; the report shows them in Limits)."""
-    return doc.Section("Ceilings and roofline", ceiling_blocks(run)) if run.ceilings else None
-
-
 def card_ceiling_rows(run: Run) -> list[list[str]]:
     """One row per card: the run's first card, then gpus/<i>/."""
     first = card_label({"gpu_uuid": run.environment.get("gpu_uuid") or run.environment.get("gpu", {}).get("uuid"),
@@ -248,11 +242,3 @@ def suspect_ceilings(run: Run) -> list[str]:
                         found.append(f"{kernel} {shape} {layout}: {judged.note}")
     return found
 
-
-def target_roofline(run: Run, record: dict[str, Any]) -> Judgement:
-    """One timed target's configuration judged (kept for callers that hold a record)."""
-    return judge(run, record["kernel"], record["shape"], record["layout"])
-
-
-__all__ = ["section_ceilings", "section_limits", "limit_rows", "suspect_ceilings",
-           "target_roofline", "cross_checks", "target_name"]

@@ -10,8 +10,6 @@ from pathlib import Path
 from statistics import median
 from typing import Any, Iterable
 
-import pandas as pd
-
 from kernelkit import KitError, ceilings, tools
 from kernelkit import spec as specs
 from kernelkit.environment import is_unavailable
@@ -187,17 +185,9 @@ def target_name(record: dict[str, Any]) -> str:
     return f"{record['kernel']} {record['shape']} {record['layout']} rep{record['repeat']}"
 
 
-def sorted_by_shape(items: Iterable[Any], key: Any) -> list[Any]:
-    return sorted(items, key=lambda item: natural_key(key(item)))
-
-
 def method_used(record: dict[str, Any]) -> str:
     """How a file's samples were taken (files from before the fallback existed used graph replay)."""
     used = record.get("method_used", {"name": "cuda_graph_replay",
                                       "launches_per_sample": record["method"]["launches_per_graph"]})
     name = "graph replay" if used["name"] == "cuda_graph_replay" else "back-to-back events"
     return f"{name}, {used['launches_per_sample']} per sample"
-
-
-def as_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(rows)
