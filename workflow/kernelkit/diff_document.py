@@ -113,18 +113,14 @@ def _config(run: Any) -> dict[str, Any] | None:
 
 def _processes(run: Any) -> str:
     """How many processes timed a run's records, and whether repeats shared one, from the records."""
-    from kernelkit.diff_inputs import process_of
+    from kernelkit.diff_inputs import by_process, shared_processes
 
-    named = {key: process_of(record, key) for key, record in run.timings.items()}
-    if not any(p[0] == "process" for p in named.values()):
-        return f"{len(named)} timing records naming no process (an older kit)"
-    processes = set(named.values())
-    by_config: dict[tuple[str, str, str], list[Any]] = {}
-    for key, process in named.items():
-        by_config.setdefault(key[:3], []).append(process)
-    shared = sum(1 for found in by_config.values() if len(set(found)) < len(found))
-    return (f"{len(named)} timing records from {len(processes)} process{'es' if len(processes) != 1 else ''}; "
-            + (f"repeats shared a process in {shared} of {len(by_config)} configurations" if shared
+    processes = by_process(run.timings.items())
+    if not any(p[0] == "process" for p in processes):
+        return f"{len(run.timings)} timing records naming no process (an older kit)"
+    configurations, shared = shared_processes(processes)
+    return (f"{len(run.timings)} timing records from {len(processes)} process{'es' if len(processes) != 1 else ''}; "
+            + (f"repeats shared a process in {shared} of {configurations} configurations" if shared
                else "every repeat in a process of its own"))
 
 

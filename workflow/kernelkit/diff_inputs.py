@@ -84,13 +84,28 @@ def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
     return ("own process", key)
 
 
-def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list[float]]:
-    """The samples of each process that timed these (key, record) pairs (`process_of`), pooled, in
-    the order the processes first appear: repeats one worker ran are one list."""
-    pooled: dict[tuple[Any, ...], list[float]] = {}
+def by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The records of each process that timed these (key, record) pairs (`process_of`), in the order
+    the processes first appear."""
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for key, record in keyed:
-        pooled.setdefault(process_of(record, key), []).extend(record["samples_us"])
-    return list(pooled.values())
+        found.setdefault(process_of(record, key), []).append(record)
+    return found
+
+
+def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list[float]]:
+    """The samples of each process, pooled: repeats one worker ran are one list."""
+    return [[s for record in records for s in record["samples_us"]] for records in by_process(keyed).values()]
+
+
+def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> tuple[int, int]:
+    """How many configurations (kernel, shape, layout) these processes timed, and in how many of
+    them two repeats shared a process."""
+    configurations: dict[tuple[Any, ...], list[Any]] = {}
+    for process, records in processes.items():
+        for r in records:
+            configurations.setdefault((r.get("kernel"), r.get("shape"), r.get("layout")), []).append(process)
+    return len(configurations), sum(len(set(found)) < len(found) for found in configurations.values())
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:

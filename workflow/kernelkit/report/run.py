@@ -70,6 +70,9 @@ class Run:
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
         self.table = summarize_records(self.timings)
+        self._configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for record in self.timings:
+            self._configs.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
         self._specs: dict[str, specs.KernelSpec | None] = {}
 
     @property
@@ -107,16 +110,31 @@ class Run:
         """Layouts whose timing files name a library: baselines, not hand-written kernels."""
         return {r["layout"] for r in self.timings if r["kernel"] == kernel and "library" in r}
 
-    def pooled(self, kernel: str, shape: str, layout: str) -> list[float]:
-        return [s for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)
-                for s in r["samples_us"]]
+    def records(self, kernel: str, shape: str, layout: str) -> list[dict[str, Any]]:
+        return self._configs.get((kernel, shape, layout), [])
 
     def pooled_median(self, kernel: str, shape: str, layout: str) -> float | None:
-        samples = self.pooled(kernel, shape, layout)
+        samples = [s for r in self.records(kernel, shape, layout) for s in r["samples_us"]]
         return median(samples) if samples else None
 
-    def records(self, kernel: str, shape: str, layout: str) -> list[dict[str, Any]]:
-        return [r for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)]
+    def repeat_medians(self, kernel: str, shape: str, layout: str) -> dict[int, float]:
+        """Each repeat's median of one configuration, by repeat number."""
+        return {r["repeat"]: median(r["samples_us"]) for r in self.records(kernel, shape, layout)}
+
+    def repeat_ratios(self, kernel: str, shape: str, top: str, bottom: str) -> list[float]:
+        """top / bottom median per repeat, over the repeats both have."""
+        a, b = self.repeat_medians(kernel, shape, top), self.repeat_medians(kernel, shape, bottom)
+        return [a[n] / b[n] for n in sorted(set(a) & set(b))]
+
+    def medians(self, kernel: str, shape: str) -> dict[str, float]:
+        """Pooled median per timed layout at a shape, in the layouts' order."""
+        return {layout: m for layout in self.layouts(kernel) if (m := self.pooled_median(kernel, shape, layout))}
+
+    def fastest(self, kernel: str, shape: str) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
+        """The fastest hand-written and the fastest library layout at a shape, each with its pooled median."""
+        medians, libraries = self.medians(kernel, shape), self.libraries(kernel)
+        return tuple(min(((l, m) for l, m in medians.items() if (l in libraries) == library),  # type: ignore[return-value]
+                         key=lambda item: item[1], default=None) for library in (False, True))
 
     def byte_counts(self, record: dict[str, Any]) -> tuple[int, int]:
         """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelkit import document as doc
+from kernelkit.report import units
 from kernelkit.report.run import Run, fmt, snapshots, target_name, unavailable_fields
 
 
@@ -38,32 +39,18 @@ def where_targets_ran(run: Run) -> str:
     """Which processes timed what, read from the records' job clocks and orders, never assumed:
     how many processes wrote the timing records, how many layouts each timed, and whether the
     repeats of every configuration came from separate processes."""
-    processes: dict[Any, list[dict[str, Any]]] = {}
-    for index, record in enumerate(run.timings):
-        process = (record.get("job") or {}).get("process") or (record.get("job") or {}).get("worker") or {}
-        key = (process.get("pid"), process.get("started_unix_s")) if process.get("pid") else ("own", index)
-        processes.setdefault(key, []).append(record)
-    if not processes:
-        return "No timed target ran"
-    per = sorted(len(records) for records in processes.values())
-    spread = f"{per[0]}" if per[0] == per[-1] else f"{per[0]} to {per[-1]}"
-    text = (f"{len(run.timings)} timing records came from {len(processes)} processes, each timing {spread} "
-            f"layout{'s' if per[-1] != 1 else ''}")
-    ordered = [r for r in run.timings if isinstance(r.get("order"), dict) and "layouts" in r["order"]]
-    if ordered:
+    from kernelkit.diff_inputs import by_process, shared_processes
+
+    processes = by_process(enumerate(run.timings))
+    per = [len(records) for records in processes.values()]
+    text = (f"{len(run.timings)} timing records came from {len(processes)} processes, each timing {units.extent(per)} "
+            f"layout{'s' if max(per) != 1 else ''}")
+    if any(isinstance(r.get("order"), dict) and "layouts" in r["order"] for r in run.timings):
         text += " of one kernel/shape/repeat in a seeded shuffled order (each record names the order and its place in it)"
-    configurations: dict[Any, set[Any]] = {}
-    for key, records in processes.items():
-        for record in records:
-            configurations.setdefault((record.get("kernel"), record.get("shape"), record.get("layout")), set()).add(key)
-    repeats = {config: {r.get("repeat") for r in run.timings
-                        if (r.get("kernel"), r.get("shape"), r.get("layout")) == config} for config in configurations}
-    shared = sum(1 for config, keys in configurations.items() if len(keys) < len(repeats[config]))
+    configurations, shared = shared_processes(processes)
     if shared:
-        text += f"; in {shared} of {len(configurations)} configurations, repeats shared a process"
-    else:
-        text += f"; every repeat of each of the {len(configurations)} configurations ran in a process of its own"
-    return text
+        return text + f"; in {shared} of {configurations} configurations, repeats shared a process"
+    return text + f"; every repeat of each of the {configurations} configurations ran in a process of its own"
 
 
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
