@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from kernelkit import document as doc
 from kernelkit.report.run import Run, snapshots as _snapshots, target_name as _target
 
 
@@ -93,3 +95,47 @@ def untagged_outliers(table: Any) -> list[str]:
                              f"rep{steady}, and none is tagged disturbed: what changed them is not in the records")
     return found
 
+
+# The Caveats section states at most this many; like caveats are said once, together.
+MAX_CAVEATS = 10
+_REPEATS_DIFFER = re.compile(r"^Repeats of (?P<what>.+?) differ by more than the spread inside either: medians "
+                             r"(?P<medians>[\d., ]+) us \(gap (?P<gap>[\d.]+), widest spread (?P<spread>[\d.]+)\)$")
+_WIDE_SAMPLES = re.compile(r"^Samples of (?P<what>.+?) spread (?P<pct>[\d.]+)% of their median")
+
+
+def condensed_caveats(items: list[str]) -> list[str]:
+    """The caveats with like ones said once, where the first of them stood: every 'repeats differ by
+    more than the spread inside either' in one item (the five largest relative gaps named), every
+    'samples spread widely with none tagged' in another."""
+    gaps: list[tuple[float, str]] = []
+    wide: list[tuple[float, str]] = []
+    out: list[Any] = []
+    for item in items:
+        if found := _REPEATS_DIFFER.match(item):
+            medians = [float(m) for m in found["medians"].split(",") if m.strip()]
+            gaps.append((float(found["gap"]) / min(medians) if medians and min(medians) > 0 else 0.0, found["what"]))
+            out += [("gaps",)] if len(gaps) == 1 else []
+        elif found := _WIDE_SAMPLES.match(item):
+            wide.append((float(found["pct"]), item))
+            out += [("wide",)] if len(wide) == 1 else []
+        else:
+            out.append(item)
+    top = sorted(gaps, reverse=True)
+    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in top[:5])
+    said = {"gaps": f"In {len(gaps)} configurations the repeats' medians differ by more than the spread of samples "
+                      f"inside either (the gap over the smaller median: {named}"
+                      + (f", and {len(gaps) - 5} more" if len(gaps) > 5 else "") + "): a second process tells more "
+                      "than more samples would (the Noise table has every configuration)",
+            "wide": wide[0][1] if len(wide) == 1 else f"In {len(wide)} repeats the samples spread widely with none "
+                      "tagged disturbed: " + "; ".join(text for _, text in sorted(wide, reverse=True))}
+    return [item if isinstance(item, str) else said[item[0]] for item in out]
+
+
+def section_caveats(run: Run) -> doc.Section:
+    items = condensed_caveats(caveats(run))
+    if not items:
+        return doc.Section("Caveats", [doc.Paragraph("None found in the recorded files.")])
+    blocks: list[doc.Block] = [doc.Bullets(items[:MAX_CAVEATS])]
+    if len(items) > MAX_CAVEATS:
+        blocks.append(doc.Details(f"{len(items) - MAX_CAVEATS} further caveats", [doc.Bullets(items[MAX_CAVEATS:])]))
+    return doc.Section("Caveats", blocks)

@@ -115,7 +115,9 @@ def section_method(run: Run) -> doc.Section:
             f"rounds; round r starts with the r-th layout, and in its turn a layout gets one untimed call, then "
             f"{fmt(span['samples_per_round'])} samples, each a pair of CUDA events around one call followed by a "
             "synchronisation."))
-    return doc.Section("Method", blocks)
+    return doc.Section("Method", blocks, summary=(
+        f"Method: {t['samples']} samples of a CUDA graph replay of {launches} launches after {t['warmup_launches']} "
+        f"warm-up launches, {t['repeats']} repeat(s), order seed {t['order_seed']}"))
 
 
 def environment_rows(run: Run) -> list[tuple[str, str]]:
