@@ -17,44 +17,31 @@ from urllib.parse import quote
 
 
 @dataclass
-class Paragraph:
-    """Text; `css_class` "banner" makes it a block quote in Markdown and a framed box in HTML."""
-
+class _Plain:
     text: str
-    css_class: str = ""
-
-
-@dataclass
-class Marked:
-    """A table cell with a CSS class in the HTML (a verdict's colour); plain text in Markdown."""
-
-    text: str
-    css_class: str
 
     def __str__(self) -> str:
         return self.text
 
 
 @dataclass
-class Link:
+class Marked(_Plain):
+    """A table cell with a CSS class in the HTML (a verdict's colour); plain text in Markdown."""
+
+    css_class: str
+
+
+@dataclass
+class Link(_Plain):
     """Text that links to a file of the run (a record, a claims file) by a relative path: inline in a
     `Text`, a bullet or a table cell. A link may not name a scheme or a host (`safe_href`)."""
 
-    text: str
     href: str
-
-    def __str__(self) -> str:
-        return self.text
 
 
 @dataclass
-class Strong:
+class Strong(_Plain):
     """Text set in bold: the name that leads an answer."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
 
 
 Inline = Union[str, Link, Strong]
@@ -62,10 +49,18 @@ Inline = Union[str, Link, Strong]
 
 @dataclass
 class Text:
-    """A paragraph of text and links; `css_class` as for Paragraph."""
+    """A paragraph of text (and links); `css_class` "banner" makes it a block quote in Markdown and a
+    framed box in HTML."""
 
-    parts: Sequence[Inline]
+    parts: Union[str, Sequence[Inline]]
     css_class: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(map(str, [self.parts] if isinstance(self.parts, str) else self.parts))
+
+
+Paragraph = Text
 
 
 @dataclass
@@ -103,14 +98,13 @@ class Details:
     blocks: Sequence[Any]
 
 
-Block = Union[Paragraph, Text, Table, Figure, Bullets, Details]
+Block = Union[Text, Table, Figure, Bullets, Details]
 
 
 @dataclass
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
-    level: int = 2
     # A one-line summary: the HTML collapses the section behind it (all-pass tables a reader may skip).
     summary: str | None = None
     # The first `box` blocks, with the heading, form the framed answer block (id "answers-block") in
@@ -183,24 +177,15 @@ def safe_href(href: str) -> str:
 
 
 def _inline_markdown(parts: Union[str, Sequence[Inline]]) -> str:
-    if isinstance(parts, (str, Link, Strong)):
-        parts = [parts]
-    out = []
-    for part in parts:
-        if isinstance(part, Link):
-            out.append(f"[{md_escape(part.text)}]({safe_href(part.href)})")
-        elif isinstance(part, Strong):
-            out.append(f"**{md_escape(part.text)}**")
-        else:
-            out.append(md_escape(part))
-    return "".join(out)
+    return "".join(f"[{md_escape(part.text)}]({safe_href(part.href)})" if isinstance(part, Link)
+                   else f"**{md_escape(part.text)}**" if isinstance(part, Strong) else md_escape(part)
+                   for part in ([parts] if isinstance(parts, (str, Link, Strong)) else parts))
 
 
 def _inline_html(parts: Union[str, Sequence[Inline]]) -> str:
-    if isinstance(parts, (str, Link, Strong)):
-        parts = [parts]
     return "".join(f'<a href="{_h(safe_href(part.href))}">{_h(part.text)}</a>' if isinstance(part, Link)
-                   else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part) for part in parts)
+                   else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part)
+                   for part in ([parts] if isinstance(parts, (str, Link, Strong)) else parts))
 
 
 def _table_markdown(table: Table) -> str:
@@ -212,8 +197,6 @@ def _table_markdown(table: Table) -> str:
 
 
 def _block_markdown(block: Any) -> str:
-    if isinstance(block, Paragraph):
-        return f"> {md_escape(block.text)}" if block.css_class == "banner" else md_escape(block.text)
     if isinstance(block, Text):
         return ("> " if block.css_class == "banner" else "") + _inline_markdown(block.parts)
     if isinstance(block, Bullets):
@@ -226,15 +209,11 @@ def _block_markdown(block: Any) -> str:
     return f"![{md_escape(block.caption)}]({target})\n\n*{md_escape(block.caption)}*"
 
 
-def contents(sections: Sequence[Section]) -> list[Section]:
-    return [s for s in sections if s.level == 2]
-
-
 def render_markdown(title: str, sections: Sequence[Section]) -> str:
     out = [f"# {md_escape(title)}", "Contents: " + " · ".join(
-        f"[{md_escape(s.title)}](#{s.anchor})" for s in contents(sections))]
+        f"[{md_escape(s.title)}](#{s.anchor})" for s in sections)]
     for section in sections:
-        out.append(f"{'#' * section.level} {md_escape(section.title)}")
+        out.append(f"## {md_escape(section.title)}")
         if section.summary:
             out.append(f"*{md_escape(section.summary)}*")
         out += [_block_markdown(block) for block in section.blocks]
@@ -274,9 +253,6 @@ def _html_cell(cell: Any) -> str:
 
 
 def _block_html(block: Block) -> str:
-    if isinstance(block, Paragraph):
-        css = f' class="{_h(block.css_class)}"' if block.css_class else ""
-        return f"<p{css}>{_h(block.text)}</p>"
     if isinstance(block, Text):
         css = f' class="{_h(block.css_class)}"' if block.css_class else ""
         return f"<p{css}>{_inline_html(block.parts)}</p>"
@@ -305,10 +281,10 @@ def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | 
         f"<title>{_h(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_h(title)}</h1>",
         '<nav class="toc">Contents: ' + " · ".join(
-            f'<a href="#{s.anchor}">{_h(s.title)}</a>' for s in contents(sections)) + "</nav>",
+            f'<a href="#{s.anchor}">{_h(s.title)}</a>' for s in sections) + "</nav>",
     ]
     for section in sections:
-        heading = f'<h{section.level} id="{section.anchor}">{_h(section.title)}</h{section.level}>'
+        heading = f'<h2 id="{section.anchor}">{_h(section.title)}</h2>'
         blocks = [_block_html(block) for block in section.blocks]
         if section.summary:
             # The heading sits in the summary line, so a collapsed section takes one line of the page.
