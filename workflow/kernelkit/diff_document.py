@@ -32,18 +32,15 @@ def _verdict_cell(c: Comparison) -> doc.Marked:
 
 def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     """One sentence above the verdicts when A and B ran on different cards, which every verdict then compares too."""
-    mixed = [c for c in result.comparisons if c.cards]
-    changed = result.gpu_changed
+    mixed, changed = [c for c in result.comparisons if c.cards], result.gpu_changed
     if not changed and not mixed:
         return None
-    parts = []
-    if changed:
-        parts.append(f"A ran on {changed[0]} and B on {changed[1]}")
+    parts = [f"A ran on {changed[0]} and B on {changed[1]}"] if changed else []
     if mixed and (not changed or len(mixed) < len(result.comparisons)):
         parts.append(f"{len(mixed)} of {len(result.comparisons)} configurations were timed on different cards in A "
                      "and B (their notes name the cards)")
-    models_differ = any(label == "GPU model" for label, _, _ in result.environment)
-    why = "The GPU models differ" if models_differ else "Two cards of one model can differ in speed"
+    why = ("The GPU models differ" if any(label == "GPU model" for label, _, _ in result.environment)
+           else "Two cards of one model can differ in speed")
     spreads = [c.card_spread for c in mixed if c.card_spread is not None]
     allowance = ""
     if spreads:
@@ -58,38 +55,35 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
         "code." + allowance, css_class="banner")
 
 
+def _counts(result: DiffResult) -> str:
+    return ", ".join(f"{result.count(v)} {v}" for v in VERDICT_ORDER)
+
+
 def _summary(result: DiffResult) -> list[doc.Block]:
-    a, b = result.a.dir.name, result.b.dir.name
-    m = len(result.comparisons)
-    counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICT_ORDER)
-    blocks: list[doc.Block] = [doc.Paragraph(f"A = results/{a}, B = results/{b}. {m} configurations timed in both: {counts}.")]
-    not_same = [c for c in result.by_change() if c.verdict != "SAME"]
-    blocks.append(doc.Paragraph(
-        "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
-        if not_same else "Every configuration is SAME."))
-    measured = [c for c in result.by_change() if c.below_threshold]
-    if measured:
-        blocks.append(doc.Paragraph(
-            "Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
-            f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + "."))
-    unclaimed = [c for c in result.by_change() if c.unclaimed]
-    if unclaimed:
-        blocks.append(doc.Paragraph(
-            "Not claimed, because a run's repeats of the configuration all ran in one worker process: "
-            + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
-            + ". The interval lies beyond the threshold, but one process can stay in a slower state for its whole life, "
-              "and one process per side cannot tell that from a change."))
+    by_change = result.by_change()
+    not_same = [c for c in by_change if c.verdict != "SAME"]
+    measured, unclaimed = [c for c in by_change if c.below_threshold], [c for c in by_change if c.unclaimed]
     foreign = [c for c in result.comparisons if c.foreign_work]
+    texts = [f"A = results/{result.a.dir.name}, B = results/{result.b.dir.name}. {len(result.comparisons)} configurations "
+             f"timed in both: {_counts(result)}.",
+             "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
+             if not_same else "Every configuration is SAME."]
+    if measured:
+        texts.append("Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
+                     f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + ".")
+    if unclaimed:
+        texts.append("Not claimed, because a run's repeats of the configuration all ran in one worker process: "
+                     + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
+                     + ". The interval lies beyond the threshold, but one process can stay in a slower state for its "
+                       "whole life, and one process per side cannot tell that from a change.")
     if foreign:
-        blocks.append(doc.Paragraph(
-            "Foreign GPU work was seen while timing " + "; ".join(f"{_name(c)} ({', '.join(c.foreign_work)})"
-                                                                  for c in foreign) + ": their verdicts may be off."))
-    means = result.geometric_means()
-    blocks.append(doc.Table(
+        texts.append("Foreign GPU work was seen while timing " + "; ".join(
+            f"{_name(c)} ({', '.join(c.foreign_work)})" for c in foreign) + ": their verdicts may be off.")
+    means = sorted(result.geometric_means().items(), key=lambda item: (not item[0], item[0]))
+    return [*map(doc.Paragraph, texts), doc.Table(
         ("Kernel", "Configurations", "Geometric mean of B/A", "Change"),
         [(kernel or "all", sum(c.kernel == kernel or not kernel for c in result.comparisons), f"{mean:.4f}",
-          f"{mean - 1:+.1%}") for kernel, mean in sorted(means.items(), key=lambda item: (not item[0], item[0]))]))
-    return blocks
+          f"{mean - 1:+.1%}") for kernel, mean in means])]
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -152,27 +146,21 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
     compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
     compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
-
     shown = {"GPU model", "GPU UUID"}
+    rows += [(label, str(a), str(b)) for label, a, b in result.environment if label not in shown]
     differing = {label for label, _, _ in result.environment}
-    for label, a, b in result.environment:
-        if label not in shown:
-            rows.append((label, str(a), str(b)))
     same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
     config_a, config_b = _config(result.a), _config(result.b)
     if config_a is None or config_b is None:
         rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))
     else:
-        flat_a, flat_b = _flatten({k: v for k, v in config_a.items() if k != "run"}), \
-            _flatten({k: v for k, v in config_b.items() if k != "run"})
+        flat_a, flat_b = (_flatten({k: v for k, v in config.items() if k != "run"}) for config in (config_a, config_b))
         keys = sorted(k for k in set(flat_a) | set(flat_b) if flat_a.get(k, "absent") != flat_b.get(k, "absent"))
+        listed = lambda flat: "; ".join(f"{k} = {flat.get(k, 'absent')}" for k in keys[:6]) + (  # noqa: E731
+            "; ..." if len(keys) > 6 else "")
         if keys:
-            shown_keys = keys[:6]
-            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})",
-                         "; ".join(f"{k} = {flat_a.get(k, 'absent')}" for k in shown_keys)
-                         + ("; ..." if len(keys) > 6 else ""),
-                         "; ".join(f"{k} = {flat_b.get(k, 'absent')}" for k in shown_keys)
-                         + ("; ..." if len(keys) > 6 else "")))
+            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})", listed(flat_a),
+                         listed(flat_b)))
         else:
             same.append("Config (but for the run's name)")
     compare("Processes that timed the targets", _processes(result.a), _processes(result.b))
@@ -181,12 +169,8 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
 def _differs(result: DiffResult) -> list[doc.Block]:
     rows, same = what_differs(result)
-    blocks: list[doc.Block] = []
-    if rows:
-        blocks.append(doc.Table(("What differs", "A", "B"), rows))
-    blocks.append(doc.Paragraph(("The same in A and B: " + ", ".join(same) + ".") if same
-                                else "Nothing else compared is the same."))
-    return blocks
+    return [*([doc.Table(("What differs", "A", "B"), rows)] if rows else []), doc.Paragraph(
+        ("The same in A and B: " + ", ".join(same) + ".") if same else "Nothing else compared is the same.")]
 
 
 def _method(result: DiffResult) -> doc.Paragraph:
@@ -256,8 +240,7 @@ def run_command(args: argparse.Namespace) -> int:
     write_outputs([(path, text) for path, text in ((args.markdown, markdown),
                                                    (args.html, doc.render_html(title, sections) if args.html else None))
                    if path])
-    print(f"{len(result.comparisons)} configurations: " + ", ".join(
-        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
+    print(f"{len(result.comparisons)} configurations: {_counts(result)}", file=sys.stderr)
     return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK
 
 

@@ -1,19 +1,11 @@
 """The result files a diff reads, checked before any number is computed from them.
 
-A diff gates CI, so a file it cannot use must stop it with one sentence naming that file
-(exit 2), never turn into a verdict: a NaN sample would make the ratio NaN and the verdict
-SAME, a string sample would crash the bootstrap. Every field the diff reads is checked here;
-fields it only displays are read defensively where they are used.
-
-Fields about foreign GPU work and cards are optional (records of older kits lack them) and
-read defensively:
-- `foreign_work` (any truthy value) on a timing record, or a truthy `foreign` in any entry of
-  its `sample_tags`: the process saw another process's work on its GPU;
-- `disturbed_samples`: a list of sample indices tagged throttled or low-clock by the sampler;
-- `gpu_uuid`, else `gpu_index`, on a timing record: the card that target ran on;
-- the ceiling records of each card (`ceilings/<kind>.json` of the run and of `gpus/<i>/`), whose
-  median per card says how much two cards differ on the kit's own yardsticks; one that is
-  missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
+A diff gates CI, so a file it cannot use must stop it with one sentence naming that file (exit 2),
+never turn into a verdict: a NaN sample would make the ratio NaN and the verdict SAME, a string
+sample would crash the bootstrap. Every field the diff reads is checked here. Fields it only
+displays, and the optional ones older kits lack (foreign work, disturbed samples, the card of a
+record, each card's ceilings), are read defensively where they are used: a card's ceiling that is
+missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
 """
 
 from __future__ import annotations
