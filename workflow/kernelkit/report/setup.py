@@ -15,24 +15,12 @@ def timing_settings(run: Run) -> dict[str, Any]:
         values = sorted({get(r) for r in run.timings}, key=str)
         return values[0] if len(values) == 1 else values
 
-    return {
-        "warmup_launches": seen(lambda r: r["method"].get("warmup_launches")),
-        "launches_per_graph": seen(lambda r: r["method"].get("launches_per_graph")),
-        "samples": seen(lambda r: r["method"].get("samples")),
-        "max_sample_ms": seen(lambda r: r["method"].get("max_sample_ms", 20)),
-        "untimed_replays": seen(lambda r: r["method"].get("untimed_replays", 1)),
-        "repeats": len({r["repeat"] for r in run.timings}),
-        "order_seed": seen(lambda r: r["order"].get("seed")),
-        "patterns": sorted({r["input_pattern"] for r in run.timings}),
-    }
-
-
-def span_settings(run: Run) -> dict[str, Any] | None:
-    if not run.spans:
-        return None
-    method = run.spans[0]["method"]
-    return {"warmup_calls": method.get("warmup_calls"), "rounds": method.get("rounds"),
-            "samples_per_round": method.get("samples_per_round"), "repeats": len({r["repeat"] for r in run.spans})}
+    settings = {key: seen(lambda r, key=key, default=default: r["method"].get(key, default)) for key, default in (
+        ("warmup_launches", None), ("launches_per_graph", None), ("samples", None), ("max_sample_ms", 20),
+        ("untimed_replays", 1))}
+    return {**settings, "repeats": len({r["repeat"] for r in run.timings}),
+            "order_seed": seen(lambda r: r["order"].get("seed")),
+            "patterns": sorted({r["input_pattern"] for r in run.timings})}
 
 
 def where_targets_ran(run: Run) -> str:
@@ -104,17 +92,15 @@ def section_method(run: Run) -> doc.Section:
             "runs, so launch overhead is hidden unless a call is shorter than its launch). Why capture failed, "
             f"from the files: {sorted({r['method_used']['capture_error'] for r in events})[0]} "
             f"({', '.join(sorted({r['kernel'] + ' ' + r['layout'] for r in events}))})."))
-    switch = context_switch_paragraph(run)
-    if switch:
-        blocks.append(switch)
-    span = span_settings(run)
-    if span:
+    blocks += filter(None, [context_switch_paragraph(run)])
+    if run.spans:
+        span = run.spans[0]["method"]
         blocks.append(doc.Paragraph(
-            f"Span view: one process per kernel, shape and repeat ({span['repeats']} repeat(s)) times every configured "
-            f"layout of that shape: {fmt(span['warmup_calls'])} untimed calls of each, then {fmt(span['rounds'])} "
-            f"rounds; round r starts with the r-th layout, and in its turn a layout gets one untimed call, then "
-            f"{fmt(span['samples_per_round'])} samples, each a pair of CUDA events around one call followed by a "
-            "synchronisation."))
+            f"Span view: one process per kernel, shape and repeat ({len({r['repeat'] for r in run.spans})} repeat(s)) "
+            f"times every configured layout of that shape: {fmt(span.get('warmup_calls'))} untimed calls of each, then "
+            f"{fmt(span.get('rounds'))} rounds; round r starts with the r-th layout, and in its turn a layout gets one "
+            f"untimed call, then {fmt(span.get('samples_per_round'))} samples, each a pair of CUDA events around one "
+            "call followed by a synchronisation."))
     return doc.Section("Method", blocks, summary=(
         f"Method: {t['samples']} samples of a CUDA graph replay of {launches} launches after {t['warmup_launches']} "
         f"warm-up launches, {t['repeats']} repeat(s), order seed {t['order_seed']}"))
@@ -155,7 +141,7 @@ def clock_rows(run: Run) -> list[tuple[str, str, str]]:
     for key, label in (("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "Memory clock (MHz)"),
                        ("temperature_c", "Temperature (C)"), ("power_draw_w", "Power draw (W)")):
         seen = [s[key] for _, _, s in snapshots(run) if isinstance(s.get(key), (int, float))]
-        rows.append((label, f"{min(seen):g}" if seen else "not recorded", f"{max(seen):g}" if seen else "not recorded"))
+        rows.append((label, *((f"{extreme(seen):g}" for extreme in (min, max)) if seen else ["not recorded"] * 2)))
     return rows
 
 
