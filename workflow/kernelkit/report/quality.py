@@ -39,6 +39,15 @@ def limiter(launches: list[dict[str, Any]]) -> str:
     return f"{unit} ({pct:.0f}%)" if pct >= LIMITER_PCT else f"latency (top: {unit} {pct:.0f}%)"
 
 
+def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) -> str:
+    """A counter over the kernels one call launched: summed, or weighted by each launch's duration."""
+    pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
+    weight = sum(w for _, w in pairs)
+    if not weighted:
+        return f"{sum(v for v, _ in pairs):.0f}" if pairs else "n/a"
+    return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
+
+
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
     a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
@@ -283,25 +292,13 @@ def section_tools(run: Run) -> list[doc.Section]:
         rows = []
         for record in sorted(run.profiles, key=lambda r: (r["kernel"], natural_key(r["shape"]), r["layout"])):
             key = (record["kernel"], record["shape"], record["layout"])
-            timed = _us(run.pooled_median(*key))
-            if "skipped" in record:
-                rows.append([*key, timed, *[""] * (len(SPEED_OF_LIGHT) + 4), f"skipped: {record['skipped']}"])
-                continue
-            launches = record["launches"]
-
-            def total(name: str) -> str:
-                values = [x[name] for x in launches if isinstance(x.get(name), float)]
-                return f"{sum(values):.0f}" if values else "n/a"
-
-            def weighted(name: str) -> str:
-                pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
-                weight = sum(w for _, w in pairs)
-                return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
-
-            rows.append([*key, timed, *(weighted(name) for name, _ in SPEED_OF_LIGHT), weighted("achieved_occupancy_pct"),
-                         total("instructions_executed"),
-                         total("shared_bank_conflicts"), limiter(launches),
-                         f"{len(launches)} kernel launch(es)"])
+            launches = record.get("launches", [])
+            rows.append([*key, _us(run.pooled_median(*key)), *[""] * (len(SPEED_OF_LIGHT) + 4),
+                         f"skipped: {record['skipped']}"] if "skipped" in record else [
+                *key, _us(run.pooled_median(*key)),
+                *(_counter(launches, name, weighted=True) for name in [n for n, _ in SPEED_OF_LIGHT] + ["achieved_occupancy_pct"]),
+                _counter(launches, "instructions_executed"), _counter(launches, "shared_bank_conflicts"),
+                limiter(launches), f"{len(launches)} kernel launch(es)"])
         sections.append(doc.Section("Counters (Nsight Compute)", [
             doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
                           "saw them); percentages are duration-weighted over the kernels the call launched, counts "
