@@ -219,6 +219,13 @@ class Sentence:
         return self._number(text, "change_range" if change else "ratio_range", (min(values), max(values)),
                             kernel, shape, top, bottom)
 
+    def median_range(self, kernel: str, shape: str, layout: str) -> Sentence:
+        """The pooled median, then its range over the repeats in parentheses."""
+        return self.median(kernel, shape, layout).add(" (").range(kernel, shape, layout).add(")")
+
+    def ratio_and_range(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:
+        return self.ratio(kernel, shape, top, bottom, change).add(" (").ratio_range(kernel, shape, top, bottom, change).add(")")
+
     def wins(self, answer: HypothesisAnswer, text: str) -> Sentence:
         """How many shapes the faster layout won in every repeat, of how many: the kernel's timing folder."""
         h = answer.hypothesis
@@ -297,8 +304,7 @@ def _hypothesis_sentence(answer: HypothesisAnswer, s: Sentence, covered: bool) -
         s.add(f", {fast} faster at ").wins(answer, f"all {n} shapes").add(" in every repeat")
         if not covered:
             margin = min(answer.shapes, key=lambda shape: answer.pooled[shape])
-            s.add(f"; the smallest margin is {slow}/{fast} ").ratio(kernel, margin, slow, fast).add(" (")
-            s.ratio_range(kernel, margin, slow, fast).add(f") at {margin}")
+            s.add(f"; the smallest margin is {slow}/{fast} ").ratio_and_range(kernel, margin, slow, fast).add(f" at {margin}")
         s.add(".")
     else:
         s.add(f": {fast} is faster at ").wins(answer, f"{len(answer.holds_everywhere)} of {n} shapes")
@@ -344,8 +350,7 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
         s.add("; here ")
         for i, shape in enumerate(shapes):
             verdict = next(r.verdict for r in result.ratios if r.shape == shape)
-            s.add("; " if i else "").ratio(kernel, shape, after, before, change=True).add(" (")
-            s.ratio_range(kernel, shape, after, before, change=True).add(f"){at(shape)}, {verdict}")
+            s.add("; " if i else "").ratio_and_range(kernel, shape, after, before, change=True).add(f"{at(shape)}, {verdict}")
     elif pairs:
         s.add(f"{lead}{' and '.join(f'{p.other}/{p.first}' for p in pairs)}: the seed's ")
         for j, p in enumerate(pairs):
@@ -367,7 +372,7 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
                 if p.measured is None:
                     s.add("not timed")
                 else:
-                    s.ratio(kernel, shape, p.other, p.first).add(" (").ratio_range(kernel, shape, p.other, p.first).add(")")
+                    s.ratio_and_range(kernel, shape, p.other, p.first)
             if one:
                 s.add(f" ({one.other} ").median(kernel, shape, one.other).add(", ").range(kernel, shape, one.other)
                 s.add(f"; {one.first} ").median(kernel, shape, one.first).add(", ").range(kernel, shape, one.first).add(")")
@@ -380,8 +385,7 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
         s.add("; here ")
         for i, shape in enumerate(shapes):
             t = next(x for x in result.times if x.shape == shape)
-            s.add("; " if i else "").median(kernel, shape, t.layout).add(" (").range(kernel, shape, t.layout)
-            s.add(f"){at(shape)}, {t.verdict}")
+            s.add("; " if i else "").median_range(kernel, shape, t.layout).add(f"{at(shape)}, {t.verdict}")
             order = result.reproduced.get(shape)
             if order is not None and len(result.order) > 1:
                 s.add(f", and {result.order[0]} {'still' if order else 'no longer'} beats {', '.join(result.order[1:])}")
@@ -394,13 +398,11 @@ def _best_sentence(run: Run, kernel: str, s: Sentence) -> None:
         s.add("; " if i else "")
         if written and library:
             best, lib = written[0], library[0]
-            s.add(f"at {shape} the fastest hand-written layout, {best}, takes ").median(kernel, shape, best)
-            s.add(" (").range(kernel, shape, best).add(f"), {lib} the fastest library ").median(kernel, shape, lib)
-            s.add(": ").ratio(kernel, shape, best, lib).add(" (").ratio_range(kernel, shape, best, lib).add(")")
+            s.add(f"at {shape} the fastest hand-written layout, {best}, takes ").median_range(kernel, shape, best)
+            s.add(f", {lib} the fastest library ").median(kernel, shape, lib).add(": ").ratio_and_range(kernel, shape, best, lib)
         else:
             best = (written or library)[0]
-            s.add(f"at {shape} the fastest layout, {best}, takes ").median(kernel, shape, best).add(" (")
-            s.range(kernel, shape, best).add(")")
+            s.add(f"at {shape} the fastest layout, {best}, takes ").median_range(kernel, shape, best)
     s.add(". ")
 
 
