@@ -23,21 +23,12 @@ from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geo
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
 
 ENVIRONMENT_FIELDS = [
-    ("GPU model", ("cuda", "device_name")),
-    ("GPU UUID", ("gpu", "uuid")),
-    ("Driver", ("gpu", "driver_version")),
-    ("CUDA driver API", ("cuda", "cuda_driver_version")),
-    ("CUDA runtime", ("cuda", "cuda_runtime_version")),
-    ("NVRTC", ("cuda", "nvrtc_version")),
-    ("CuPy", ("cuda", "cupy_version")),
-    ("NumPy", ("host", "numpy_version")),
-    ("Max SM clock (MHz)", ("gpu", "sm_clock_max_mhz")),
-    ("Application SM clock (MHz)", ("gpu", "sm_clock_application_mhz")),
-    ("Application memory clock (MHz)", ("gpu", "memory_clock_application_mhz")),
-    ("Clocks locked", ("clocks_locked",)),
-    ("Power limit (W)", ("gpu", "power_limit_w")),
-    ("ECC", ("gpu", "ecc_mode_current")),
-    ("MIG", ("gpu", "mig_mode_current")),
+    ("GPU model", ("cuda", "device_name")), ("GPU UUID", ("gpu", "uuid")), ("Driver", ("gpu", "driver_version")),
+    ("CUDA driver API", ("cuda", "cuda_driver_version")), ("CUDA runtime", ("cuda", "cuda_runtime_version")),
+    ("NVRTC", ("cuda", "nvrtc_version")), ("CuPy", ("cuda", "cupy_version")), ("NumPy", ("host", "numpy_version")),
+    ("Max SM clock (MHz)", ("gpu", "sm_clock_max_mhz")), ("Application SM clock (MHz)", ("gpu", "sm_clock_application_mhz")),
+    ("Application memory clock (MHz)", ("gpu", "memory_clock_application_mhz")), ("Clocks locked", ("clocks_locked",)),
+    ("Power limit (W)", ("gpu", "power_limit_w")), ("ECC", ("gpu", "ecc_mode_current")), ("MIG", ("gpu", "mig_mode_current")),
 ]
 NOT_RECORDED = "not recorded"
 

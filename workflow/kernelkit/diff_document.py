@@ -13,10 +13,12 @@ import math
 import sys
 from typing import Any
 
+from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
 from kernelkit.diff_inputs import load_run
 from kernelkit.outputs import check_outputs, write_outputs
+from kernelkit.records import read_checked
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 
 VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
@@ -24,10 +26,6 @@ VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
 
 def _name(c: Comparison) -> str:
     return f"{c.kernel} {c.shape} {c.layout}"
-
-
-def _verdict_cell(c: Comparison) -> doc.Marked:
-    return doc.Marked(c.label, "verdict-measured" if c.below_threshold else f"verdict-{c.verdict.lower()}")
 
 
 def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
@@ -96,9 +94,6 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _config(run: Any) -> dict[str, Any] | None:
-    from kernelkit import KitError
-    from kernelkit.records import read_checked
-
     try:
         return read_checked(run.dir / "config.json", "config")
     except KitError:
@@ -120,15 +115,13 @@ def _processes(run: Any) -> str:
 
 def _kit(environment: dict[str, Any]) -> str:
     host = environment.get("host", {}) if isinstance(environment.get("host"), dict) else {}
-    commit = host.get("kit_commit")
-    dirty = host.get("kit_tree_dirty")
+    commit, dirty = host.get("kit_commit"), host.get("kit_tree_dirty")
     return ((str(commit)[:12] if isinstance(commit, str) and commit else "not recorded")
             + (" with uncommitted changes" if dirty is True else " (clean tree)" if dirty is False else ""))
 
 
 def _card(environment: dict[str, Any]) -> str:
-    cuda = environment.get("cuda", {}) if isinstance(environment.get("cuda"), dict) else {}
-    gpu = environment.get("gpu", {}) if isinstance(environment.get("gpu"), dict) else {}
+    cuda, gpu = (environment.get(key) if isinstance(environment.get(key), dict) else {} for key in ("cuda", "gpu"))
     return f"{cuda.get('device_name', 'not recorded')} ({gpu.get('uuid', 'no UUID recorded')})"
 
 
@@ -150,7 +143,7 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
     rows += [(label, str(a), str(b)) for label, a, b in result.environment if label not in shown]
     differing = {label for label, _, _ in result.environment}
     same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
-    config_a, config_b = _config(result.a), _config(result.b)
+    config_a, config_b = (_config(run) for run in (result.a, result.b))
     if config_a is None or config_b is None:
         rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))
     else:
@@ -165,12 +158,6 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
             same.append("Config (but for the run's name)")
     compare("Processes that timed the targets", _processes(result.a), _processes(result.b))
     return rows, same
-
-
-def _differs(result: DiffResult) -> list[doc.Block]:
-    rows, same = what_differs(result)
-    return [*([doc.Table(("What differs", "A", "B"), rows)] if rows else []), doc.Paragraph(
-        ("The same in A and B: " + ", ".join(same) + ".") if same else "Nothing else compared is the same.")]
 
 
 def _method(result: DiffResult) -> doc.Paragraph:
@@ -189,16 +176,18 @@ def _method(result: DiffResult) -> doc.Paragraph:
 
 def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
     a, b = result.a.dir.name, result.b.dir.name
-    banner = gpu_banner(result)
+    banner, (rows, same) = gpu_banner(result), what_differs(result)
     sections = [
-        doc.Section("What differs", _differs(result)),
+        doc.Section("What differs", [*([doc.Table(("What differs", "A", "B"), rows)] if rows else []), doc.Paragraph(
+            ("The same in A and B: " + ", ".join(same) + ".") if same else "Nothing else compared is the same.")]),
         doc.Section("Summary", ([banner] if banner else []) + _summary(result)),
         doc.Section("Timings", ([banner] if banner else []) + [_method(result), doc.Table(
             ("Kernel", "Shape", "Layout", "Median A (us)", "Median B (us)", "Change", "B/A", "Interval", "Repeats A/B",
              "Verdict", "Notes"),
             [(c.kernel, c.shape, c.layout, f"{c.median_a:.3f}", f"{c.median_b:.3f}", f"{c.change:+.2%}",
               f"{c.interval.ratio:.4f}", f"[{c.interval.low:.4f}, {c.interval.high:.4f}]", f"{c.repeats_a}/{c.repeats_b}",
-              _verdict_cell(c), "; ".join(c.notes)) for c in result.by_change()])]),
+              doc.Marked(c.label, "verdict-measured" if c.below_threshold else f"verdict-{c.verdict.lower()}"),
+              "; ".join(c.notes)) for c in result.by_change()])]),
         doc.Section("Kernel source, compile options and method", [
             doc.Table(("Configuration", "Change"), result.source_changes) if result.source_changes
             else doc.Paragraph("Identical source hashes, compile options and timing method for every shared target.")]),
