@@ -179,21 +179,13 @@ def safe_href(href: str) -> str:
 def _inline_markdown(parts: Union[str, Sequence[Inline]]) -> str:
     return "".join(f"[{md_escape(part.text)}]({safe_href(part.href)})" if isinstance(part, Link)
                    else f"**{md_escape(part.text)}**" if isinstance(part, Strong) else md_escape(part)
-                   for part in ([parts] if isinstance(parts, (str, Link, Strong)) else parts))
+                   for part in (parts if isinstance(parts, (list, tuple)) else [parts]))
 
 
 def _inline_html(parts: Union[str, Sequence[Inline]]) -> str:
     return "".join(f'<a href="{_h(safe_href(part.href))}">{_h(part.text)}</a>' if isinstance(part, Link)
                    else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part)
-                   for part in ([parts] if isinstance(parts, (str, Link, Strong)) else parts))
-
-
-def _table_markdown(table: Table) -> str:
-    aligns = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
-    lines = ["| " + " | ".join(map(md_escape, table.header)) + " |", "|" + "|".join(aligns) + "|"]
-    lines += ["| " + " | ".join(_inline_markdown(cell) if isinstance(cell, Link) else md_escape(cell) for cell in row)
-              + " |" for row in table.rows]
-    return "\n".join(lines)
+                   for part in (parts if isinstance(parts, (list, tuple)) else [parts]))
 
 
 def _block_markdown(block: Any) -> str:
@@ -202,7 +194,9 @@ def _block_markdown(block: Any) -> str:
     if isinstance(block, Bullets):
         return "\n".join(f"- {_inline_markdown(item)}" for item in block.items)
     if isinstance(block, Table):
-        return _table_markdown(block)
+        aligns = ["---:" if i in block.numeric else "---" for i in range(len(block.header))]
+        return "\n".join(["| " + " | ".join(map(md_escape, block.header)) + " |", "|" + "|".join(aligns) + "|"]
+                         + ["| " + " | ".join(map(_inline_markdown, row)) + " |" for row in block.rows])
     if isinstance(block, Details):
         return "\n\n".join([f"*{md_escape(block.summary)}*", *(_block_markdown(b) for b in block.blocks)])
     target = block.path or "data:image/svg+xml;base64," + base64.b64encode(block.svg.encode()).decode()
@@ -239,12 +233,8 @@ section.answers p{margin:0.35rem 0} section.answers ul{margin:0.3rem 0;padding-l
 """
 
 
-def _html_cell(cell: Any) -> str:
-    if isinstance(cell, Marked):
-        return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>'
-    if isinstance(cell, Link):
-        return _inline_html(cell)
-    return _h(str(cell))
+def _cell_html(cell: Any) -> str:
+    return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>' if isinstance(cell, Marked) else _inline_html(cell)
 
 
 def _block_html(block: Block) -> str:
@@ -259,7 +249,7 @@ def _block_html(block: Block) -> str:
     if isinstance(block, Table):
         head = "".join(f"<th>{_h(str(cell))}</th>" for cell in block.header)
         cells = ['<td class="num">' if i in block.numeric else "<td>" for i in range(len(block.header))]
-        body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_html_cell(cell)}</td>"
+        body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_cell_html(cell)}</td>"
                                         for i, cell in enumerate(row)) + "</tr>" for row in block.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     # SVG from matplotlib or the kit's own writers: every text in it is XML-escaped where it is written.
