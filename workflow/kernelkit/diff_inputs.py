@@ -56,11 +56,10 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
                 record = read_json(path)
             except KitError:
                 continue
-            if not isinstance(record, dict):
-                continue
-            uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
-            usable = isinstance(samples, list) and samples and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples)
-            if isinstance(uuid, str) and uuid and usable:
+            uuid, samples = (record.get("gpu_uuid") or directory_card, record.get("samples_us")) if isinstance(
+                record, dict) else (None, None)
+            if isinstance(uuid, str) and uuid and isinstance(samples, list) and samples and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples):
                 found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), ceiling_measure(record))
     return found
 
@@ -121,9 +120,7 @@ def card(record: dict[str, Any]) -> str | None:
     uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
     if isinstance(uuid, str) and uuid:
         return uuid
-    if isinstance(index, int) and not isinstance(index, bool):
-        return f"GPU index {index}"
-    return None
+    return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:
