@@ -52,10 +52,10 @@ def _pyplot():
     return plt
 
 
-def _svg(plt: Any, fig: Any, layout: bool = True) -> str:
-    """The figure as SVG text without the XML prologue, so it can sit inline in HTML."""
-    if layout:
-        fig.tight_layout()
+def _svg(plt: Any, fig: Any, top: float = 1.0) -> str:
+    """The figure as SVG text without the XML prologue, so it can sit inline in HTML; `top` leaves the
+    space above it to a legend of the whole figure."""
+    fig.tight_layout(rect=(0, 0, 1, top))
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
@@ -126,8 +126,7 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
         Line2D([], [], color="black", linewidth=0.8, marker="_", markersize=8, label="min to max (whiskers)"),
         Line2D([], [], color="#888888", linestyle="none", marker=".", markersize=6, label="every sample (points)")],
         loc="upper right", ncol=3, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (0.6 + 2.7 * rows)))
-    return _svg(plt, fig, layout=False)
+    return _svg(plt, fig, top=1 - 0.45 / (0.6 + 2.7 * rows))
 
 
 def clock_figure(records: Sequence[dict[str, Any]]) -> str:
@@ -271,8 +270,7 @@ def ratio_figure(panels: Sequence[RatioPanel]) -> str:
     handles = [Line2D([], [], marker="o", color=c, linestyle="none") for c in ("#2ca02c", "#d62728")]
     fig.legend(handles, ["a repeat where the faster layout won", "a repeat where it lost"], loc="upper right",
                ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
-    return _svg(plt, fig, layout=False)
+    return _svg(plt, fig, top=0.9)
 
 
 def history_figure(title: str, series: dict[str, Sequence[tuple[int, float]]], ticks: Sequence[tuple[int, str]]) -> str:
