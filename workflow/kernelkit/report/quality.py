@@ -153,23 +153,20 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         f"{min(clocks):g}-{max(clocks):g} MHz, {disturbed} of {sum(len(r['samples_us']) for r in sampled)} samples disturbed"))
 
 
-def _process_medians(records: list[dict[str, Any]]) -> list[float]:
-    """The median of each process's samples, the repeats one worker process ran pooled as one
-    (kernelkit.diff_inputs.samples_by_process): they show no spread between processes."""
-    from kernelkit.diff_inputs import samples_by_process
-
-    keyed = (((r["kernel"], r["shape"], r["layout"], r.get("repeat"), r.get("cache")), r) for r in records)
-    return [median(samples) for samples in samples_by_process(keyed)]
-
-
 def noise_rows(run: Run) -> list[list[str]]:
     """Per configuration: spread inside each process, and between the processes' medians (both
     relative); "n/a" between where all the repeats ran in one process (or there is one repeat)."""
+    from kernelkit.diff_inputs import samples_by_process
+
     rows = []
     for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
                                                  key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
         within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
-        medians = _process_medians(run.records(kernel, shape, layout))
+        # One median per process, the repeats one worker process ran pooled as one: they show no
+        # spread between processes.
+        medians = [median(samples) for samples in samples_by_process(
+            ((r["kernel"], r["shape"], r["layout"], r.get("repeat"), r.get("cache")), r)
+            for r in run.records(kernel, shape, layout))]
         between = (max(medians) - min(medians)) / (sum(medians) / len(medians)) if len(medians) > 1 else None
         one_process = between is None and len(group) > 1
         rows.append([kernel, shape, layout, f"{100 * within:.2f}%",
