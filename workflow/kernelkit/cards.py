@@ -109,7 +109,8 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
     timing, span = config["timing"], config.get("span") or {}
-    method, cache_views, spanned = GraphReplayMethod.from_timing(timing), len(caches(dict(config))), span_kernels(dict(config))
+    method, cache_views = GraphReplayMethod.from_timing(timing), len(caches(dict(config)))
+    spanned = span_kernels(dict(config))
     span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
     works = []
     for kernel, entry in config["kernels"].items():

@@ -220,13 +220,14 @@ line-height:1.4;overflow-wrap:break-word} h1{font-size:1.5rem;margin:0.4rem 0} h
 table{border-collapse:collapse;margin:0.6rem 0;font-size:0.85rem;display:block;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:0.15rem 0.45rem;text-align:left;vertical-align:top} th{background:#f2f2f2}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap} svg{max-width:100%;height:auto}
-figure{margin:0.8rem 0;max-width:100%} figcaption{font-style:italic;font-size:0.9rem} nav.toc{font-size:0.9rem;margin:0.3rem 0 0.6rem}
-figure.small{display:inline-block;vertical-align:top;margin:0.4rem 0.6rem 0.4rem 0} details>summary{cursor:pointer}
+figure{margin:0.8rem 0;max-width:100%} figcaption{font-style:italic;font-size:0.9rem} details>summary{cursor:pointer}
+figure.small{display:inline-block;vertical-align:top;margin:0.4rem 0.6rem 0.4rem 0} nav.toc{font-size:0.9rem;margin:0.3rem 0 0.6rem}
 details{margin:0.5rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details.section>summary>span{color:#444}
 details.section{border:none;border-top:1px solid #ccc;padding:0.3rem 0;margin:0.3rem 0}
 details.section>summary>h2{display:inline;font-size:1.1rem;margin:0} section.answers h2{margin:0.5rem 0 0.3rem}
 section.answers{border:2px solid #446;padding:0 0.9rem 0.2rem;background:#f8f8fc;font-size:0.94rem;line-height:1.35}
-section.answers p{margin:0.35rem 0} section.answers ul{margin:0.3rem 0;padding-left:1.2rem} section.answers li{margin:0.25rem 0}
+section.answers p{margin:0.35rem 0} section.answers ul{margin:0.3rem 0;padding-left:1.2rem}
+section.answers li{margin:0.25rem 0}
 .banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem} .verdict-same{color:#57606a}
 .verdict-faster{color:#1a7f37;font-weight:600} .verdict-slower{color:#cf222e;font-weight:600}
 .verdict-ambiguous{color:#9a6700;font-weight:600} .verdict-measured{color:#0550ae}

@@ -224,7 +224,8 @@ class Sentence:
         return self.median(kernel, shape, layout).add(" (").range(kernel, shape, layout).add(")")
 
     def ratio_and_range(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:
-        return self.ratio(kernel, shape, top, bottom, change).add(" (").ratio_range(kernel, shape, top, bottom, change).add(")")
+        self.ratio(kernel, shape, top, bottom, change).add(" (")
+        return self.ratio_range(kernel, shape, top, bottom, change).add(")")
 
     def wins(self, answer: HypothesisAnswer, text: str) -> Sentence:
         """How many shapes the faster layout won in every repeat, of how many: the kernel's timing folder."""
@@ -282,8 +283,8 @@ def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
     ordered = [r for r in run.timings if isinstance(r.get("order"), dict)]
     seeds = ", ".join(sorted({str(r["order"].get("seed")) for r in ordered}))
     if ordered:
-        parts.append(f"; each process timed its layouts in a seeded shuffled order (seed {seeds})"
-                     if all("layouts" in r["order"] for r in ordered) else f"; targets in a seeded shuffled order (seed {seeds})")
+        parts.append(f"; {'each process timed its layouts' if all('layouts' in r['order'] for r in ordered) else 'targets'}"
+                     f" in a seeded shuffled order (seed {seeds})")
     return parts + [". Ranges are the min-max of the repeats' medians; each number links to its records."]
 
 
@@ -399,7 +400,8 @@ def _best_sentence(run: Run, kernel: str, s: Sentence) -> None:
         if written and library:
             best, lib = written[0], library[0]
             s.add(f"at {shape} the fastest hand-written layout, {best}, takes ").median_range(kernel, shape, best)
-            s.add(f", {lib} the fastest library ").median(kernel, shape, lib).add(": ").ratio_and_range(kernel, shape, best, lib)
+            s.add(f", {lib} the fastest library ").median(kernel, shape, lib)
+            s.add(": ").ratio_and_range(kernel, shape, best, lib)
         else:
             best = (written or library)[0]
             s.add(f"at {shape} the fastest layout, {best}, takes ").median_range(kernel, shape, best)

@@ -44,7 +44,8 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     memory = "L2" if fits else "DRAM"
     rates = run.rates_for(records)
     if median_us is None or "copy_gb_s" not in rates or "gemm_gflop_s" not in rates:
-        return Judgement("unknown", memory, None, None, False, consistent, NO_L2 if fits else "no ceilings measured in this run")
+        return Judgement("unknown", memory, None, None, False, consistent,
+                         NO_L2 if fits else "no ceilings measured in this run")
     seconds = median_us * 1e-6
     intensity = flops / compulsory if compulsory else float("inf")
     if intensity >= rates["gemm_gflop_s"] / rates["copy_gb_s"]:

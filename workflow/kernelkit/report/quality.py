@@ -150,7 +150,8 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     disturbed = sum(len(r.get("disturbed_samples") or []) for r in sampled)
     return doc.Section("Clocks during timing", blocks, summary=(
         f"Clocks during timing: {points} NVML readings over {len(sampled)} timed targets, SM clock "
-        f"{min(clocks):g}-{max(clocks):g} MHz, {disturbed} of {sum(len(r['samples_us']) for r in sampled)} samples disturbed"))
+        f"{min(clocks):g}-{max(clocks):g} MHz, {disturbed} of {sum(len(r['samples_us']) for r in sampled)} samples "
+        "disturbed"))
 
 
 def noise_rows(run: Run) -> list[list[str]]:
@@ -293,7 +294,8 @@ def section_tools(run: Run) -> list[doc.Section]:
             rows.append([*key, _us(run.pooled_median(*key)), *[""] * (len(SPEED_OF_LIGHT) + 4),
                          f"skipped: {record['skipped']}"] if "skipped" in record else [
                 *key, _us(run.pooled_median(*key)),
-                *(_counter(launches, name, weighted=True) for name in [n for n, _ in SPEED_OF_LIGHT] + ["achieved_occupancy_pct"]),
+                *(_counter(launches, name, weighted=True)
+                  for name in [n for n, _ in SPEED_OF_LIGHT] + ["achieved_occupancy_pct"]),
                 _counter(launches, "instructions_executed"), _counter(launches, "shared_bank_conflicts"),
                 limiter(launches), f"{len(launches)} kernel launch(es)"])
         sections.append(doc.Section("Counters (Nsight Compute)", [

@@ -74,7 +74,8 @@ def sweep_results(run: Run) -> list[SweepResult]:
                     kernel, base, shape, ordered,
                     {p: [m for _, m in sorted(run.repeat_medians(kernel, shape, p).items())] for p in ordered},
                     grid_size, invalid, judged.fraction, judged.ceiling,
-                    {lib: m for lib in sorted(run.libraries(kernel)) if (m := run.pooled_median(kernel, shape, lib)) is not None}))
+                    {lib: m for lib in sorted(run.libraries(kernel))
+                     if (m := run.pooled_median(kernel, shape, lib)) is not None}))
     return results
 
 
