@@ -171,26 +171,20 @@ class Run:
         return None if self.l2_bytes is None else working_set <= self.l2_bytes
 
 
-def fmt(value: Any, unit: str = "") -> str:
+def fmt(value: Any) -> str:
+    """A field of a record as the report prints it: "n/a" for None, floats short, lists joined."""
     if value is None:
         return "n/a"
-    if is_unavailable(value):
-        return str(value)
     if isinstance(value, float):
-        return f"{value:g}{unit}"
-    if isinstance(value, list):
-        return ", ".join(map(str, value)) or "none"
-    return f"{value}{unit}"
+        return f"{value:g}"
+    return (", ".join(map(str, value)) or "none") if isinstance(value, list) else str(value)
 
 
 def unavailable_fields(record: Any, prefix: str = "") -> list[tuple[str, str]]:
-    found = []
+    """Every field of a nested record that says why it could not be read, by its dotted name."""
     if isinstance(record, dict):
-        for key, value in record.items():
-            found += unavailable_fields(value, f"{prefix}{key}.")
-    elif is_unavailable(record):
-        found.append((prefix.rstrip("."), record))
-    return found
+        return [found for key, value in record.items() for found in unavailable_fields(value, f"{prefix}{key}.")]
+    return [(prefix.rstrip("."), record)] if is_unavailable(record) else []
 
 
 def snapshots(run: Run) -> Iterable[tuple[dict[str, Any], str, dict[str, Any]]]:
