@@ -530,13 +530,14 @@ def test_a_correct_result_above_its_ceiling_doubts_the_ceiling_not_the_kernel(tm
 
 def test_the_copy_ceiling_is_checked_against_the_rated_bandwidth_when_recorded(tmp_path):
     from kernelkit.report import limits
+    from kernelkit.report import run as report_run
 
     run = report.Run(write_run(tmp_path, "nobus", bus_width=None))
-    assert limits.rated_bandwidth_gb_s(run) is None
+    assert report_run.rated_bandwidth_gb_s(run) is None
     assert any("holds no memory bus width" in line for line in limits.cross_checks(run))
     run.environment["cuda"]["memory_bus_width_bits"] = 6144
     rated = 2 * run.environment["gpu"]["memory_clock_max_mhz"] * 1e6 * 6144 / 8 / 1e9
-    assert limits.rated_bandwidth_gb_s(run) == pytest.approx(rated)
+    assert report_run.rated_bandwidth_gb_s(run) == pytest.approx(rated)
     assert (f"The DRAM copy ceiling ({run.ceiling['copy_gb_s']:.0f} GB/s) is "
             f"{run.ceiling['copy_gb_s'] / rated:.0%} of the rated bandwidth ({rated:.0f} GB/s") in limits.cross_checks(run)[0]
 

@@ -28,11 +28,10 @@ FP32_FLOPS_PER_S = 5.0e13
 def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
     """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
 
-    Order of precedence: config key `gpus`, then CUDA_VISIBLE_DEVICES, then NVML's device count.
-    Inside a SLURM job (SLURM_JOB_ID set) without `gpus`, the allocation's CUDA_VISIBLE_DEVICES
-    stands: there Snakemake runs the jobs of a submitted group, and the allocation chose the card.
-    Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
-    fail with the kit's one sentence about the missing GPU, as they do on one card.
+    Config key `gpus` first, then CUDA_VISIBLE_DEVICES, then NVML's device count. Inside a SLURM job
+    without `gpus`, the allocation chose the card, so its CUDA_VISIBLE_DEVICES stands. Without NVML
+    or a GPU (CI, dry runs) the answer is [0]: the jobs then fail with the kit's one sentence about
+    the missing GPU, as they do on one card.
     """
     listed = _listed(configured, os.environ if environ is None else environ)
     return list(range(_nvml_count() or 1)) if listed is COUNTED else listed
@@ -43,22 +42,16 @@ COUNTED = "counted"
 
 
 def _listed(configured: Any, environ: Mapping[str, str]) -> list[int] | None | str:
-    """discover's answer where the config or the environment decides it, else COUNTED."""
-    if configured == "allocated":
+    if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
     if configured is not None:
         return sorted(set(int(index) for index in configured))
-    if environ.get("SLURM_JOB_ID"):
-        return None
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip():
-        entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-        if not all(entry.isdigit() for entry in entries):
-            raise KitError(
-                f"CUDA_VISIBLE_DEVICES={visible} names devices other than by index; "
-                "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
-        return sorted(set(int(entry) for entry in entries))
-    return COUNTED
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if not all(entry.isdigit() for entry in entries):
+        raise KitError(f"CUDA_VISIBLE_DEVICES={visible} names devices other than by index; "
+                       "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
+    return sorted(set(map(int, entries))) if visible.strip() else COUNTED
 
 
 def first_card(configured: Any, environ: Mapping[str, str] | None = None) -> int | None:
@@ -66,9 +59,7 @@ def first_card(configured: Any, environ: Mapping[str, str] | None = None) -> int
     None where it gives none. Why: the workflow starts that card's worker pool before NVML has
     counted the cards (0.13-0.19 s on an H200, 2026-12-01)."""
     listed = _listed(configured, os.environ if environ is None else environ)
-    if listed is COUNTED:
-        return 0
-    return listed[0] if listed else None
+    return 0 if listed is COUNTED else listed[0] if listed else None
 
 
 def from_command_line(value: Any) -> Any:
@@ -117,10 +108,8 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
-    timing = config["timing"]
-    method = GraphReplayMethod.from_timing(timing)
-    cache_views = len(caches(dict(config)))
-    span = config.get("span") or {}
+    timing, span = config["timing"], config.get("span") or {}
+    method, cache_views = GraphReplayMethod.from_timing(timing), len(caches(dict(config)))
     spanned = span_kernels(dict(config))
     span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
     works = []
@@ -135,8 +124,7 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
             timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
-            profiles = layouts if config.get("profile") else 0
-            processes = timed + spans + profiles
+            processes = timed + spans + (layouts if config.get("profile") else 0)
             calls = timed * timing_calls + spans * layouts * span_calls
             works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
     return works
@@ -158,14 +146,12 @@ def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
 
 def kernels_by_work(works: list[Work]) -> dict[str, int]:
     """Kernel -> rank by its expected GPU-job work, all shapes together: 0 for the least (ties: by
-    name). The workflow opens the gates of the highest rank first: every
-    timing of a kernel waits for all of its negative controls, so the kernel with the most timing
-    work behind its controls should have them done first."""
+    name). The workflow opens the gates of the highest rank first: every timing of a kernel waits
+    for all of its negative controls, so the kernel with the most timing work behind them goes first."""
     total: dict[str, float] = {}
     for work in works:
         total[work.kernel] = total.get(work.kernel, 0.0) + work.seconds
-    ordered = sorted(total, key=lambda kernel: (total[kernel], kernel))
-    return {kernel: rank for rank, kernel in enumerate(ordered)}
+    return {kernel: rank for rank, kernel in enumerate(sorted(total, key=lambda kernel: (total[kernel], kernel)))}
 
 
 def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:
@@ -189,11 +175,10 @@ def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[
 
     works = []
     for kernel in config["kernels"]:
-        spec = specs[kernel]
-        layouts = kernel_layouts(config, kernel)
+        spec, layouts = specs[kernel], kernel_layouts(config, kernel)
         # One sanitizer job per kernel, over all its hand-written layouts (kernelkit.tools.sanitize).
-        sanitized = int(bool(config.get("sanitize")) and any(not spec.is_baseline(layout) for layout in layouts))
-        jobs = len(layouts) + len(spec.mutations) + sanitized
+        jobs = len(layouts) + len(spec.mutations) + int(bool(config.get("sanitize")) and any(
+            not spec.is_baseline(layout) for layout in layouts))
         works.append(Work(kernel, "", jobs, float(jobs)))
     return {kernel: gpu for (kernel, _), gpu in assign(works, gpus).items()}
 
@@ -203,6 +188,4 @@ def pin(gpu: int | None) -> str:
 
     CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number cards as NVML and nvidia-smi do, so index i in
     the config is the same card for CUDA, NVML and the per-GPU lock."""
-    if gpu is None:
-        return ""
-    return f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "
+    return "" if gpu is None else f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "

@@ -1,16 +1,11 @@
 """Compare two runs: what changed in the setup, and which timings changed beyond noise.
 
-The unit of comparison is a configuration (kernel, shape, layout) with all its repeats:
-repeats are meant to be separate processes and exist to show between-process noise, so the
-interval for B/A resamples processes as well as samples (kernelkit.stats.ratio_interval).
-Repeats that one worker process ran (kernelkit.worker) are one process: their samples are
-pooled, and where all of a side's repeats ran in one process no change is claimed (see
-`one_process`). Intervals are Bonferroni-corrected so that the whole table, not each row, has
-the stated confidence.
-
-Computation (`load_run`, `compare`) is kept apart from rendering (`kernelkit.diff_document`),
-as Google Benchmark keeps get_difference_report apart from print_difference_report: tests
-and other stages read the numbers, never the text.
+The unit is a configuration (kernel, shape, layout) with all its repeats. Repeats exist to show
+between-process noise, so the interval for B/A resamples processes as well as samples
+(kernelkit.stats.ratio_interval); repeats one worker process ran are one process, and where all of
+a side's repeats ran in one, no change is claimed (`one_process`). Intervals are Bonferroni-corrected
+so that the whole table, not each row, has the stated confidence. Computation lives here, rendering
+in kernelkit.diff_document: tests and other stages read the numbers, never the text.
 """
 
 from __future__ import annotations
@@ -28,21 +23,12 @@ from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geo
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
 
 ENVIRONMENT_FIELDS = [
-    ("GPU model", ("cuda", "device_name")),
-    ("GPU UUID", ("gpu", "uuid")),
-    ("Driver", ("gpu", "driver_version")),
-    ("CUDA driver API", ("cuda", "cuda_driver_version")),
-    ("CUDA runtime", ("cuda", "cuda_runtime_version")),
-    ("NVRTC", ("cuda", "nvrtc_version")),
-    ("CuPy", ("cuda", "cupy_version")),
-    ("NumPy", ("host", "numpy_version")),
-    ("Max SM clock (MHz)", ("gpu", "sm_clock_max_mhz")),
-    ("Application SM clock (MHz)", ("gpu", "sm_clock_application_mhz")),
-    ("Application memory clock (MHz)", ("gpu", "memory_clock_application_mhz")),
-    ("Clocks locked", ("clocks_locked",)),
-    ("Power limit (W)", ("gpu", "power_limit_w")),
-    ("ECC", ("gpu", "ecc_mode_current")),
-    ("MIG", ("gpu", "mig_mode_current")),
+    ("GPU model", ("cuda", "device_name")), ("GPU UUID", ("gpu", "uuid")), ("Driver", ("gpu", "driver_version")),
+    ("CUDA driver API", ("cuda", "cuda_driver_version")), ("CUDA runtime", ("cuda", "cuda_runtime_version")),
+    ("NVRTC", ("cuda", "nvrtc_version")), ("CuPy", ("cuda", "cupy_version")), ("NumPy", ("host", "numpy_version")),
+    ("Max SM clock (MHz)", ("gpu", "sm_clock_max_mhz")), ("Application SM clock (MHz)", ("gpu", "sm_clock_application_mhz")),
+    ("Application memory clock (MHz)", ("gpu", "memory_clock_application_mhz")), ("Clocks locked", ("clocks_locked",)),
+    ("Power limit (W)", ("gpu", "power_limit_w")), ("ECC", ("gpu", "ecc_mode_current")), ("MIG", ("gpu", "mig_mode_current")),
 ]
 NOT_RECORDED = "not recorded"
 
@@ -151,9 +137,7 @@ class DiffResult:
     def gpu_changed(self) -> tuple[Any, Any] | None:
         """The two GPU UUIDs when both are recorded and differ: every verdict then compares cards too."""
         uuid_a, uuid_b = _run_card(self.a), _run_card(self.b)
-        if None in (uuid_a, uuid_b) or uuid_a == uuid_b:
-            return None
-        return uuid_a, uuid_b
+        return None if None in (uuid_a, uuid_b) or uuid_a == uuid_b else (uuid_a, uuid_b)
 
     def by_change(self) -> list[Comparison]:
         """Rows by the size of their change, largest first (|log B/A|, so 2x and 0.5x weigh alike)."""
@@ -166,10 +150,6 @@ class DiffResult:
             groups.setdefault(c.kernel, []).append(c.interval.ratio)
             groups[""].append(c.interval.ratio)
         return {kernel: geometric_mean(ratios) for kernel, ratios in groups.items() if ratios}
-
-
-def _config_key(key: tuple[str, str, str, int]) -> tuple[str, str, str]:
-    return key[:3]
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -195,21 +175,16 @@ def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, i
             before, after = (r.get(field_name, NOT_RECORDED) for r in (ra, rb))
             if before != after:
                 before, after = (str(value)[:short] for value in (before, after))
-                changed_configs.setdefault(_config_key(key), {})[f"{label} {before} -> {after}"] = None
+                changed_configs.setdefault(key[:3], {})[f"{label} {before} -> {after}"] = None
     result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
 
-    for key in sorted(set(a.correctness) | set(b.correctness), key=_sort_key):
-        pa, pb = (side.correctness.get(key, {}).get("passed", "missing") for side in (a, b))
-        if pa != pb:
-            result.outcome_changes.append((f"correctness {' '.join(key)}", str(pa), str(pb)))
-    for key in sorted(set(a.controls) | set(b.controls), key=_sort_key):
-        ca, cb = (side.controls.get(key, {}).get("caught", "missing") for side in (a, b))
-        if ca != cb:
-            result.outcome_changes.append((f"negative control {' '.join(key)} caught", str(ca), str(cb)))
-
-
-def _process_name(side: str, key: tuple[str, str, str, int]) -> str:
-    return f"{side} rep{key[3]}"
+    for kind, outcome, name in (("correctness", "passed", "correctness {}"),
+                                ("controls", "caught", "negative control {} caught")):
+        found_a, found_b = getattr(a, kind), getattr(b, kind)
+        for key in sorted(set(found_a) | set(found_b), key=_sort_key):
+            pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
+            if pa != pb:
+                result.outcome_changes.append((name.format(" ".join(key)), str(pa), str(pb)))
 
 
 def _run_card(run: RunFiles) -> str | None:
@@ -236,15 +211,15 @@ def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]
 
 def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float,
                     seed: int) -> Comparison:
-    keys_a = [k for k in sorted(a.timings) if _config_key(k) == config]
-    keys_b = [k for k in sorted(b.timings) if _config_key(k) == config]
+    keys_a = [k for k in sorted(a.timings) if k[:3] == config]
+    keys_b = [k for k in sorted(b.timings) if k[:3] == config]
     groups_a, groups_b = (samples_by_process((k, run.timings[k]) for k in keys) for run, keys in ((a, keys_a), (b, keys_b)))
     interval = ratio_interval(groups_a, groups_b, confidence=confidence, seed=seed)
     sides = [("A", a, keys_a), ("B", b, keys_b)]
     one_process = [side for side, keys, groups in (("A", keys_a, groups_a), ("B", keys_b, groups_b))
                    if len(keys) > 1 and len(groups) == 1]
-    foreign = [_process_name(s, k) for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
-    disturbed = [f"{_process_name(s, k)}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
+    foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
+    disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
     cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]) or _run_card(a))})
     cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]) or _run_card(b))})
@@ -271,7 +246,7 @@ def compare(
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
     shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)
-    configs = sorted({_config_key(k) for k in shared}, key=_sort_key)
+    configs = sorted({k[:3] for k in shared}, key=_sort_key)
     if not configs:
         raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
                        "so there is nothing to compare")

@@ -13,10 +13,12 @@ import math
 import sys
 from typing import Any
 
+from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
 from kernelkit.diff_inputs import load_run
 from kernelkit.outputs import check_outputs, write_outputs
+from kernelkit.records import read_checked
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
 
 VERDICT_ORDER = ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")
@@ -26,24 +28,17 @@ def _name(c: Comparison) -> str:
     return f"{c.kernel} {c.shape} {c.layout}"
 
 
-def _verdict_cell(c: Comparison) -> doc.Marked:
-    return doc.Marked(c.label, "verdict-measured" if c.below_threshold else f"verdict-{c.verdict.lower()}")
-
-
 def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     """One sentence above the verdicts when A and B ran on different cards, which every verdict then compares too."""
-    mixed = [c for c in result.comparisons if c.cards]
-    changed = result.gpu_changed
+    mixed, changed = [c for c in result.comparisons if c.cards], result.gpu_changed
     if not changed and not mixed:
         return None
-    parts = []
-    if changed:
-        parts.append(f"A ran on {changed[0]} and B on {changed[1]}")
+    parts = [f"A ran on {changed[0]} and B on {changed[1]}"] if changed else []
     if mixed and (not changed or len(mixed) < len(result.comparisons)):
         parts.append(f"{len(mixed)} of {len(result.comparisons)} configurations were timed on different cards in A "
                      "and B (their notes name the cards)")
-    models_differ = any(label == "GPU model" for label, _, _ in result.environment)
-    why = "The GPU models differ" if models_differ else "Two cards of one model can differ in speed"
+    why = ("The GPU models differ" if any(label == "GPU model" for label, _, _ in result.environment)
+           else "Two cards of one model can differ in speed")
     spreads = [c.card_spread for c in mixed if c.card_spread is not None]
     allowance = ""
     if spreads:
@@ -58,38 +53,35 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
         "code." + allowance, css_class="banner")
 
 
+def _counts(result: DiffResult) -> str:
+    return ", ".join(f"{result.count(v)} {v}" for v in VERDICT_ORDER)
+
+
 def _summary(result: DiffResult) -> list[doc.Block]:
-    a, b = result.a.dir.name, result.b.dir.name
-    m = len(result.comparisons)
-    counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICT_ORDER)
-    blocks: list[doc.Block] = [doc.Paragraph(f"A = results/{a}, B = results/{b}. {m} configurations timed in both: {counts}.")]
-    not_same = [c for c in result.by_change() if c.verdict != "SAME"]
-    blocks.append(doc.Paragraph(
-        "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
-        if not_same else "Every configuration is SAME."))
-    measured = [c for c in result.by_change() if c.below_threshold]
-    if measured:
-        blocks.append(doc.Paragraph(
-            "Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
-            f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + "."))
-    unclaimed = [c for c in result.by_change() if c.unclaimed]
-    if unclaimed:
-        blocks.append(doc.Paragraph(
-            "Not claimed, because a run's repeats of the configuration all ran in one worker process: "
-            + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
-            + ". The interval lies beyond the threshold, but one process can stay in a slower state for its whole life, "
-              "and one process per side cannot tell that from a change."))
+    by_change = result.by_change()
+    not_same = [c for c in by_change if c.verdict != "SAME"]
+    measured, unclaimed = [c for c in by_change if c.below_threshold], [c for c in by_change if c.unclaimed]
     foreign = [c for c in result.comparisons if c.foreign_work]
+    texts = [f"A = results/{result.a.dir.name}, B = results/{result.b.dir.name}. {len(result.comparisons)} configurations "
+             f"timed in both: {_counts(result)}.",
+             "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
+             if not_same else "Every configuration is SAME."]
+    if measured:
+        texts.append("Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
+                     f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + ".")
+    if unclaimed:
+        texts.append("Not claimed, because a run's repeats of the configuration all ran in one worker process: "
+                     + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
+                     + ". The interval lies beyond the threshold, but one process can stay in a slower state for its "
+                       "whole life, and one process per side cannot tell that from a change.")
     if foreign:
-        blocks.append(doc.Paragraph(
-            "Foreign GPU work was seen while timing " + "; ".join(f"{_name(c)} ({', '.join(c.foreign_work)})"
-                                                                  for c in foreign) + ": their verdicts may be off."))
-    means = result.geometric_means()
-    blocks.append(doc.Table(
+        texts.append("Foreign GPU work was seen while timing " + "; ".join(
+            f"{_name(c)} ({', '.join(c.foreign_work)})" for c in foreign) + ": their verdicts may be off.")
+    means = sorted(result.geometric_means().items(), key=lambda item: (not item[0], item[0]))
+    return [*map(doc.Paragraph, texts), doc.Table(
         ("Kernel", "Configurations", "Geometric mean of B/A", "Change"),
         [(kernel or "all", sum(c.kernel == kernel or not kernel for c in result.comparisons), f"{mean:.4f}",
-          f"{mean - 1:+.1%}") for kernel, mean in sorted(means.items(), key=lambda item: (not item[0], item[0]))]))
-    return blocks
+          f"{mean - 1:+.1%}") for kernel, mean in means])]
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -102,9 +94,6 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _config(run: Any) -> dict[str, Any] | None:
-    from kernelkit import KitError
-    from kernelkit.records import read_checked
-
     try:
         return read_checked(run.dir / "config.json", "config")
     except KitError:
@@ -113,32 +102,26 @@ def _config(run: Any) -> dict[str, Any] | None:
 
 def _processes(run: Any) -> str:
     """How many processes timed a run's records, and whether repeats shared one, from the records."""
-    from kernelkit.diff_inputs import process_of
+    from kernelkit.diff_inputs import by_process, shared_processes
 
-    named = {key: process_of(record, key) for key, record in run.timings.items()}
-    if not any(p[0] == "process" for p in named.values()):
-        return f"{len(named)} timing records naming no process (an older kit)"
-    processes = set(named.values())
-    by_config: dict[tuple[str, str, str], list[Any]] = {}
-    for key, process in named.items():
-        by_config.setdefault(key[:3], []).append(process)
-    shared = sum(1 for found in by_config.values() if len(set(found)) < len(found))
-    return (f"{len(named)} timing records from {len(processes)} process{'es' if len(processes) != 1 else ''}; "
-            + (f"repeats shared a process in {shared} of {len(by_config)} configurations" if shared
+    processes = by_process(run.timings.items())
+    if not any(p[0] == "process" for p in processes):
+        return f"{len(run.timings)} timing records naming no process (an older kit)"
+    configurations, shared = shared_processes(processes)
+    return (f"{len(run.timings)} timing records from {len(processes)} process{'es' if len(processes) != 1 else ''}; "
+            + (f"repeats shared a process in {shared} of {configurations} configurations" if shared
                else "every repeat in a process of its own"))
 
 
 def _kit(environment: dict[str, Any]) -> str:
     host = environment.get("host", {}) if isinstance(environment.get("host"), dict) else {}
-    commit = host.get("kit_commit")
-    dirty = host.get("kit_tree_dirty")
+    commit, dirty = host.get("kit_commit"), host.get("kit_tree_dirty")
     return ((str(commit)[:12] if isinstance(commit, str) and commit else "not recorded")
             + (" with uncommitted changes" if dirty is True else " (clean tree)" if dirty is False else ""))
 
 
 def _card(environment: dict[str, Any]) -> str:
-    cuda = environment.get("cuda", {}) if isinstance(environment.get("cuda"), dict) else {}
-    gpu = environment.get("gpu", {}) if isinstance(environment.get("gpu"), dict) else {}
+    cuda, gpu = (environment.get(key) if isinstance(environment.get(key), dict) else {} for key in ("cuda", "gpu"))
     return f"{cuda.get('device_name', 'not recorded')} ({gpu.get('uuid', 'no UUID recorded')})"
 
 
@@ -156,41 +139,25 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
     compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
     compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
-
     shown = {"GPU model", "GPU UUID"}
+    rows += [(label, str(a), str(b)) for label, a, b in result.environment if label not in shown]
     differing = {label for label, _, _ in result.environment}
-    for label, a, b in result.environment:
-        if label not in shown:
-            rows.append((label, str(a), str(b)))
     same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
-    config_a, config_b = _config(result.a), _config(result.b)
+    config_a, config_b = (_config(run) for run in (result.a, result.b))
     if config_a is None or config_b is None:
         rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))
     else:
-        flat_a, flat_b = _flatten({k: v for k, v in config_a.items() if k != "run"}), \
-            _flatten({k: v for k, v in config_b.items() if k != "run"})
+        flat_a, flat_b = (_flatten({k: v for k, v in config.items() if k != "run"}) for config in (config_a, config_b))
         keys = sorted(k for k in set(flat_a) | set(flat_b) if flat_a.get(k, "absent") != flat_b.get(k, "absent"))
+        listed = lambda flat: "; ".join(f"{k} = {flat.get(k, 'absent')}" for k in keys[:6]) + (  # noqa: E731
+            "; ..." if len(keys) > 6 else "")
         if keys:
-            shown_keys = keys[:6]
-            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})",
-                         "; ".join(f"{k} = {flat_a.get(k, 'absent')}" for k in shown_keys)
-                         + ("; ..." if len(keys) > 6 else ""),
-                         "; ".join(f"{k} = {flat_b.get(k, 'absent')}" for k in shown_keys)
-                         + ("; ..." if len(keys) > 6 else "")))
+            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})", listed(flat_a),
+                         listed(flat_b)))
         else:
             same.append("Config (but for the run's name)")
     compare("Processes that timed the targets", _processes(result.a), _processes(result.b))
     return rows, same
-
-
-def _differs(result: DiffResult) -> list[doc.Block]:
-    rows, same = what_differs(result)
-    blocks: list[doc.Block] = []
-    if rows:
-        blocks.append(doc.Table(("What differs", "A", "B"), rows))
-    blocks.append(doc.Paragraph(("The same in A and B: " + ", ".join(same) + ".") if same
-                                else "Nothing else compared is the same."))
-    return blocks
 
 
 def _method(result: DiffResult) -> doc.Paragraph:
@@ -209,16 +176,18 @@ def _method(result: DiffResult) -> doc.Paragraph:
 
 def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
     a, b = result.a.dir.name, result.b.dir.name
-    banner = gpu_banner(result)
+    banner, (rows, same) = gpu_banner(result), what_differs(result)
     sections = [
-        doc.Section("What differs", _differs(result)),
+        doc.Section("What differs", [*([doc.Table(("What differs", "A", "B"), rows)] if rows else []), doc.Paragraph(
+            ("The same in A and B: " + ", ".join(same) + ".") if same else "Nothing else compared is the same.")]),
         doc.Section("Summary", ([banner] if banner else []) + _summary(result)),
         doc.Section("Timings", ([banner] if banner else []) + [_method(result), doc.Table(
             ("Kernel", "Shape", "Layout", "Median A (us)", "Median B (us)", "Change", "B/A", "Interval", "Repeats A/B",
              "Verdict", "Notes"),
             [(c.kernel, c.shape, c.layout, f"{c.median_a:.3f}", f"{c.median_b:.3f}", f"{c.change:+.2%}",
               f"{c.interval.ratio:.4f}", f"[{c.interval.low:.4f}, {c.interval.high:.4f}]", f"{c.repeats_a}/{c.repeats_b}",
-              _verdict_cell(c), "; ".join(c.notes)) for c in result.by_change()])]),
+              doc.Marked(c.label, "verdict-measured" if c.below_threshold else f"verdict-{c.verdict.lower()}"),
+              "; ".join(c.notes)) for c in result.by_change()])]),
         doc.Section("Kernel source, compile options and method", [
             doc.Table(("Configuration", "Change"), result.source_changes) if result.source_changes
             else doc.Paragraph("Identical source hashes, compile options and timing method for every shared target.")]),
@@ -260,8 +229,7 @@ def run_command(args: argparse.Namespace) -> int:
     write_outputs([(path, text) for path, text in ((args.markdown, markdown),
                                                    (args.html, doc.render_html(title, sections) if args.html else None))
                    if path])
-    print(f"{len(result.comparisons)} configurations: " + ", ".join(
-        f"{result.count(v)} {v}" for v in ("SAME", "FASTER", "SLOWER", "AMBIGUOUS")), file=sys.stderr)
+    print(f"{len(result.comparisons)} configurations: {_counts(result)}", file=sys.stderr)
     return EXIT_SLOWER if result.count("SLOWER") and args.fail_on_slower else EXIT_OK
 
 

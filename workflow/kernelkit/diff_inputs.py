@@ -1,19 +1,11 @@
 """The result files a diff reads, checked before any number is computed from them.
 
-A diff gates CI, so a file it cannot use must stop it with one sentence naming that file
-(exit 2), never turn into a verdict: a NaN sample would make the ratio NaN and the verdict
-SAME, a string sample would crash the bootstrap. Every field the diff reads is checked here;
-fields it only displays are read defensively where they are used.
-
-Fields about foreign GPU work and cards are optional (records of older kits lack them) and
-read defensively:
-- `foreign_work` (any truthy value) on a timing record, or a truthy `foreign` in any entry of
-  its `sample_tags`: the process saw another process's work on its GPU;
-- `disturbed_samples`: a list of sample indices tagged throttled or low-clock by the sampler;
-- `gpu_uuid`, else `gpu_index`, on a timing record: the card that target ran on;
-- the ceiling records of each card (`ceilings/<kind>.json` of the run and of `gpus/<i>/`), whose
-  median per card says how much two cards differ on the kit's own yardsticks; one that is
-  missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
+A diff gates CI, so a file it cannot use must stop it with one sentence naming that file (exit 2),
+never turn into a verdict: a NaN sample would make the ratio NaN and the verdict SAME, a string
+sample would crash the bootstrap. Every field the diff reads is checked here. Fields it only
+displays, and the optional ones older kits lack (foreign work, disturbed samples, the card of a
+record, each card's ceilings), are read defensively where they are used: a card's ceiling that is
+missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
 """
 
 from __future__ import annotations
@@ -64,11 +56,10 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
                 record = read_json(path)
             except KitError:
                 continue
-            if not isinstance(record, dict):
-                continue
-            uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
-            usable = isinstance(samples, list) and samples and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples)
-            if isinstance(uuid, str) and uuid and usable:
+            uuid, samples = (record.get("gpu_uuid") or directory_card, record.get("samples_us")) if isinstance(
+                record, dict) else (None, None)
+            if isinstance(uuid, str) and uuid and isinstance(samples, list) and samples and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples):
                 found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), ceiling_measure(record))
     return found
 
@@ -84,13 +75,28 @@ def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
     return ("own process", key)
 
 
-def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list[float]]:
-    """The samples of each process that timed these (key, record) pairs (`process_of`), pooled, in
-    the order the processes first appear: repeats one worker ran are one list."""
-    pooled: dict[tuple[Any, ...], list[float]] = {}
+def by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The records of each process that timed these (key, record) pairs (`process_of`), in the order
+    the processes first appear."""
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for key, record in keyed:
-        pooled.setdefault(process_of(record, key), []).extend(record["samples_us"])
-    return list(pooled.values())
+        found.setdefault(process_of(record, key), []).append(record)
+    return found
+
+
+def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list[float]]:
+    """The samples of each process, pooled: repeats one worker ran are one list."""
+    return [[s for record in records for s in record["samples_us"]] for records in by_process(keyed).values()]
+
+
+def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> tuple[int, int]:
+    """How many configurations (kernel, shape, layout) these processes timed, and in how many of
+    them two repeats shared a process."""
+    configurations: dict[tuple[Any, ...], list[Any]] = {}
+    for process, records in processes.items():
+        for r in records:
+            configurations.setdefault((r.get("kernel"), r.get("shape"), r.get("layout")), []).append(process)
+    return len(configurations), sum(len(set(found)) < len(found) for found in configurations.values())
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:
@@ -114,9 +120,7 @@ def card(record: dict[str, Any]) -> str | None:
     uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
     if isinstance(uuid, str) and uuid:
         return uuid
-    if isinstance(index, int) and not isinstance(index, bool):
-        return f"GPU index {index}"
-    return None
+    return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
 
 
 def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:

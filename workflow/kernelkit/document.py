@@ -17,44 +17,31 @@ from urllib.parse import quote
 
 
 @dataclass
-class Paragraph:
-    """Text; `css_class` "banner" makes it a block quote in Markdown and a framed box in HTML."""
-
+class _Plain:
     text: str
-    css_class: str = ""
-
-
-@dataclass
-class Marked:
-    """A table cell with a CSS class in the HTML (a verdict's colour); plain text in Markdown."""
-
-    text: str
-    css_class: str
 
     def __str__(self) -> str:
         return self.text
 
 
 @dataclass
-class Link:
+class Marked(_Plain):
+    """A table cell with a CSS class in the HTML (a verdict's colour); plain text in Markdown."""
+
+    css_class: str
+
+
+@dataclass
+class Link(_Plain):
     """Text that links to a file of the run (a record, a claims file) by a relative path: inline in a
     `Text`, a bullet or a table cell. A link may not name a scheme or a host (`safe_href`)."""
 
-    text: str
     href: str
-
-    def __str__(self) -> str:
-        return self.text
 
 
 @dataclass
-class Strong:
+class Strong(_Plain):
     """Text set in bold: the name that leads an answer."""
-
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
 
 
 Inline = Union[str, Link, Strong]
@@ -62,10 +49,18 @@ Inline = Union[str, Link, Strong]
 
 @dataclass
 class Text:
-    """A paragraph of text and links; `css_class` as for Paragraph."""
+    """A paragraph of text (and links); `css_class` "banner" makes it a block quote in Markdown and a
+    framed box in HTML."""
 
-    parts: Sequence[Inline]
+    parts: Union[str, Sequence[Inline]]
     css_class: str = ""
+
+    @property
+    def text(self) -> str:
+        return "".join(map(str, [self.parts] if isinstance(self.parts, str) else self.parts))
+
+
+Paragraph = Text
 
 
 @dataclass
@@ -103,14 +98,13 @@ class Details:
     blocks: Sequence[Any]
 
 
-Block = Union[Paragraph, Text, Table, Figure, Bullets, Details]
+Block = Union[Text, Table, Figure, Bullets, Details]
 
 
 @dataclass
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
-    level: int = 2
     # A one-line summary: the HTML collapses the section behind it (all-pass tables a reader may skip).
     summary: str | None = None
     # The first `box` blocks, with the heading, form the framed answer block (id "answers-block") in
@@ -183,58 +177,37 @@ def safe_href(href: str) -> str:
 
 
 def _inline_markdown(parts: Union[str, Sequence[Inline]]) -> str:
-    if isinstance(parts, (str, Link, Strong)):
-        parts = [parts]
-    out = []
-    for part in parts:
-        if isinstance(part, Link):
-            out.append(f"[{md_escape(part.text)}]({safe_href(part.href)})")
-        elif isinstance(part, Strong):
-            out.append(f"**{md_escape(part.text)}**")
-        else:
-            out.append(md_escape(part))
-    return "".join(out)
+    return "".join(f"[{md_escape(part.text)}]({safe_href(part.href)})" if isinstance(part, Link)
+                   else f"**{md_escape(part.text)}**" if isinstance(part, Strong) else md_escape(part)
+                   for part in (parts if isinstance(parts, (list, tuple)) else [parts]))
 
 
 def _inline_html(parts: Union[str, Sequence[Inline]]) -> str:
-    if isinstance(parts, (str, Link, Strong)):
-        parts = [parts]
     return "".join(f'<a href="{_h(safe_href(part.href))}">{_h(part.text)}</a>' if isinstance(part, Link)
-                   else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part) for part in parts)
-
-
-def _table_markdown(table: Table) -> str:
-    aligns = ["---:" if i in table.numeric else "---" for i in range(len(table.header))]
-    lines = ["| " + " | ".join(map(md_escape, table.header)) + " |", "|" + "|".join(aligns) + "|"]
-    lines += ["| " + " | ".join(_inline_markdown(cell) if isinstance(cell, Link) else md_escape(cell) for cell in row)
-              + " |" for row in table.rows]
-    return "\n".join(lines)
+                   else f"<strong>{_h(part.text)}</strong>" if isinstance(part, Strong) else _h(part)
+                   for part in (parts if isinstance(parts, (list, tuple)) else [parts]))
 
 
 def _block_markdown(block: Any) -> str:
-    if isinstance(block, Paragraph):
-        return f"> {md_escape(block.text)}" if block.css_class == "banner" else md_escape(block.text)
     if isinstance(block, Text):
         return ("> " if block.css_class == "banner" else "") + _inline_markdown(block.parts)
     if isinstance(block, Bullets):
         return "\n".join(f"- {_inline_markdown(item)}" for item in block.items)
     if isinstance(block, Table):
-        return _table_markdown(block)
+        aligns = ["---:" if i in block.numeric else "---" for i in range(len(block.header))]
+        return "\n".join(["| " + " | ".join(map(md_escape, block.header)) + " |", "|" + "|".join(aligns) + "|"]
+                         + ["| " + " | ".join(map(_inline_markdown, row)) + " |" for row in block.rows])
     if isinstance(block, Details):
         return "\n\n".join([f"*{md_escape(block.summary)}*", *(_block_markdown(b) for b in block.blocks)])
     target = block.path or "data:image/svg+xml;base64," + base64.b64encode(block.svg.encode()).decode()
     return f"![{md_escape(block.caption)}]({target})\n\n*{md_escape(block.caption)}*"
 
 
-def contents(sections: Sequence[Section]) -> list[Section]:
-    return [s for s in sections if s.level == 2]
-
-
 def render_markdown(title: str, sections: Sequence[Section]) -> str:
     out = [f"# {md_escape(title)}", "Contents: " + " · ".join(
-        f"[{md_escape(s.title)}](#{s.anchor})" for s in contents(sections))]
+        f"[{md_escape(s.title)}](#{s.anchor})" for s in sections)]
     for section in sections:
-        out.append(f"{'#' * section.level} {md_escape(section.title)}")
+        out.append(f"## {md_escape(section.title)}")
         if section.summary:
             out.append(f"*{md_escape(section.summary)}*")
         out += [_block_markdown(block) for block in section.blocks]
@@ -243,40 +216,29 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:76rem;margin:1rem auto;padding:0 1rem;color:#222;
-line-height:1.4;overflow-wrap:break-word}
-h1{font-size:1.5rem;margin:0.4rem 0} h2{font-size:1.3rem;margin:1.4rem 0 0.5rem} h3{font-size:1.1rem}
+line-height:1.4;overflow-wrap:break-word} h1{font-size:1.5rem;margin:0.4rem 0} h2{font-size:1.3rem;margin:1.4rem 0 0.5rem}
 table{border-collapse:collapse;margin:0.6rem 0;font-size:0.85rem;display:block;max-width:100%;overflow-x:auto}
-th,td{border:1px solid #ccc;padding:0.15rem 0.45rem;text-align:left;vertical-align:top}
-td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-th{background:#f2f2f2} figure{margin:0.8rem 0;max-width:100%} figcaption{font-style:italic;font-size:0.9rem}
-figure.small{display:inline-block;vertical-align:top;margin:0.4rem 0.6rem 0.4rem 0}
-svg{max-width:100%;height:auto} nav.toc{font-size:0.9rem;margin:0.3rem 0 0.6rem}
-details{margin:0.5rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details>summary{cursor:pointer}
+th,td{border:1px solid #ccc;padding:0.15rem 0.45rem;text-align:left;vertical-align:top} th{background:#f2f2f2}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap} svg{max-width:100%;height:auto}
+figure{margin:0.8rem 0;max-width:100%} figcaption{font-style:italic;font-size:0.9rem} details>summary{cursor:pointer}
+figure.small{display:inline-block;vertical-align:top;margin:0.4rem 0.6rem 0.4rem 0} nav.toc{font-size:0.9rem;margin:0.3rem 0 0.6rem}
+details{margin:0.5rem 0;border:1px solid #ddd;padding:0.3rem 0.6rem} details.section>summary>span{color:#444}
 details.section{border:none;border-top:1px solid #ccc;padding:0.3rem 0;margin:0.3rem 0}
-details.section>summary>h2,details.section>summary>h3{display:inline;font-size:1.1rem;margin:0}
-details.section>summary>span{color:#444}
+details.section>summary>h2{display:inline;font-size:1.1rem;margin:0} section.answers h2{margin:0.5rem 0 0.3rem}
 section.answers{border:2px solid #446;padding:0 0.9rem 0.2rem;background:#f8f8fc;font-size:0.94rem;line-height:1.35}
-section.answers h2{margin:0.5rem 0 0.3rem} section.answers p{margin:0.35rem 0}
-section.answers ul{margin:0.3rem 0;padding-left:1.2rem} section.answers li{margin:0.25rem 0}
-.banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem}
-.verdict-same{color:#57606a}.verdict-faster{color:#1a7f37;font-weight:600}
-.verdict-slower{color:#cf222e;font-weight:600}.verdict-ambiguous{color:#9a6700;font-weight:600}
-.verdict-measured{color:#0550ae}
+section.answers p{margin:0.35rem 0} section.answers ul{margin:0.3rem 0;padding-left:1.2rem}
+section.answers li{margin:0.25rem 0}
+.banner{border:2px solid #b35900;background:#fff4e5;padding:0.5rem 0.8rem} .verdict-same{color:#57606a}
+.verdict-faster{color:#1a7f37;font-weight:600} .verdict-slower{color:#cf222e;font-weight:600}
+.verdict-ambiguous{color:#9a6700;font-weight:600} .verdict-measured{color:#0550ae}
 """
 
 
-def _html_cell(cell: Any) -> str:
-    if isinstance(cell, Marked):
-        return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>'
-    if isinstance(cell, Link):
-        return _inline_html(cell)
-    return _h(str(cell))
+def _cell_html(cell: Any) -> str:
+    return f'<span class="{_h(cell.css_class)}">{_h(cell.text)}</span>' if isinstance(cell, Marked) else _inline_html(cell)
 
 
 def _block_html(block: Block) -> str:
-    if isinstance(block, Paragraph):
-        css = f' class="{_h(block.css_class)}"' if block.css_class else ""
-        return f"<p{css}>{_h(block.text)}</p>"
     if isinstance(block, Text):
         css = f' class="{_h(block.css_class)}"' if block.css_class else ""
         return f"<p{css}>{_inline_html(block.parts)}</p>"
@@ -288,7 +250,7 @@ def _block_html(block: Block) -> str:
     if isinstance(block, Table):
         head = "".join(f"<th>{_h(str(cell))}</th>" for cell in block.header)
         cells = ['<td class="num">' if i in block.numeric else "<td>" for i in range(len(block.header))]
-        body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_html_cell(cell)}</td>"
+        body = "".join("<tr>" + "".join(f"{cells[i] if i < len(cells) else '<td>'}{_cell_html(cell)}</td>"
                                         for i, cell in enumerate(row)) + "</tr>" for row in block.rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     # SVG from matplotlib or the kit's own writers: every text in it is XML-escaped where it is written.
@@ -305,10 +267,10 @@ def render_html(title: str, sections: Sequence[Section], meta: dict[str, str] | 
         f"<title>{_h(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_h(title)}</h1>",
         '<nav class="toc">Contents: ' + " · ".join(
-            f'<a href="#{s.anchor}">{_h(s.title)}</a>' for s in contents(sections)) + "</nav>",
+            f'<a href="#{s.anchor}">{_h(s.title)}</a>' for s in sections) + "</nav>",
     ]
     for section in sections:
-        heading = f'<h{section.level} id="{section.anchor}">{_h(section.title)}</h{section.level}>'
+        heading = f'<h2 id="{section.anchor}">{_h(section.title)}</h2>'
         blocks = [_block_html(block) for block in section.blocks]
         if section.summary:
             # The heading sits in the summary line, so a collapsed section takes one line of the page.

@@ -52,10 +52,10 @@ def _pyplot():
     return plt
 
 
-def _svg(plt: Any, fig: Any, layout: bool = True) -> str:
-    """The figure as SVG text without the XML prologue, so it can sit inline in HTML."""
-    if layout:
-        fig.tight_layout()
+def _svg(plt: Any, fig: Any, top: float = 1.0) -> str:
+    """The figure as SVG text without the XML prologue, so it can sit inline in HTML; `top` leaves the
+    space above it to a legend of the whole figure."""
+    fig.tight_layout(rect=(0, 0, 1, top))
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     plt.close(fig)
@@ -63,15 +63,14 @@ def _svg(plt: Any, fig: Any, layout: bool = True) -> str:
     return text[text.index("<svg"):]
 
 
-def _legend_of_encodings(fig: Any, plt: Any) -> None:
-    """What the marks of a timing figure mean, once, above its panels."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color="#888888", alpha=0.35, label="median (bar)"),
-               Line2D([], [], color="black", linewidth=0.8, marker="_", markersize=8, label="min to max (whiskers)"),
-               Line2D([], [], color="#888888", linestyle="none", marker=".", markersize=6, label="every sample (points)")]
-    fig.legend(handles=handles, loc="upper right", ncol=3, frameon=False)
+def _time_axis(ax: Any, values: Sequence[float], label: str) -> bool:
+    """A y axis of times, which may span orders of magnitude: log scale with plain ticks beyond LOG_SPAN."""
+    log = bool(values) and max(values) / min(values) > LOG_SPAN
+    ax.set_ylabel(f"{label}, " + ("log scale" if log else "linear"))
+    if log:
+        ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
+    return log
 
 
 def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
@@ -94,8 +93,6 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
 
     for ax, shape in zip(axes.flat, shapes):
         ticks, labels = [], []
-        seen = [s for (sh, _, _), samples in by_key.items() if sh == shape for s in samples]
-        log = bool(seen) and max(seen) / min(seen) > LOG_SPAN
         for li, layout in enumerate(layouts):
             for ri, repeat in enumerate(repeats):
                 x = li * (len(repeats) + 1) + ri
@@ -113,21 +110,23 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
             labels.append(layout)
         rotate = len(layouts) > 3
         ax.set_xticks(ticks, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
-        ax.set_title(shape)
-        ax.set_xlabel("layout")
-        ax.set_ylabel("µs per launch, " + ("log scale" if log else "linear"))
-        if log:
-            ax.set_yscale("log")
-            _plain_log_ticks(ax.yaxis)
-        else:
+        ax.set(title=shape, xlabel="layout")
+        if not _time_axis(ax, [s for (sh, _, _), samples in by_key.items() if sh == shape for s in samples],
+                          "µs per launch"):
             ax.set_ylim(bottom=0)
     for ax in list(axes.flat)[len(shapes):]:
         ax.axis("off")
     fig.suptitle(f"{kernel}: repeats {', '.join(f'rep{r}' for r in repeats)} left to right under each layout",
                  x=0.01, ha="left")
-    _legend_of_encodings(fig, plt)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (0.6 + 2.7 * rows)))
-    return _svg(plt, fig, layout=False)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    fig.legend(handles=[  # what the marks mean, once, above the panels
+        Patch(color="#888888", alpha=0.35, label="median (bar)"),
+        Line2D([], [], color="black", linewidth=0.8, marker="_", markersize=8, label="min to max (whiskers)"),
+        Line2D([], [], color="#888888", linestyle="none", marker=".", markersize=6, label="every sample (points)")],
+        loc="upper right", ncol=3, frameon=False)
+    return _svg(plt, fig, top=1 - 0.45 / (0.6 + 2.7 * rows))
 
 
 def clock_figure(records: Sequence[dict[str, Any]]) -> str:
@@ -148,14 +147,13 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
         ax.plot([p["t"] - start for p in hot], [p["sm_clock_mhz"] for p in hot], ".", markersize=3, color="tab:red",
                 label="SM clock, throttle reason set")
         ax.legend(loc="lower right")
-    ax.set_xlabel("seconds since the first reading (linear)")
-    ax.set_ylabel("SM clock, MHz (linear, zoomed)")
+    ax.set(xlabel="seconds since the first reading (linear)", ylabel="SM clock, MHz (linear, zoomed)",
+           title="NVML readings during the timed samples")
     if points:
         # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
         low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
         margin = max(20.0, 0.05 * (high - low))
         ax.set_ylim(low - margin, high + margin)
-    ax.set_title("NVML readings during the timed samples")
     return _svg(plt, fig)
 
 
@@ -181,11 +179,8 @@ def sweep_figure(title: str, panels: Sequence[SweepPanel]) -> str:
         if ceiling_us is not None:
             ax.axvline(ceiling_us, color="black", linestyle=":", linewidth=1, label="ceiling")
         ax.set_yticks(range(len(points)), [name for name, _ in points], fontsize=MIN_FONT_PT)
-        ax.set_ylim(len(points) - 0.5, -0.5)
-        ax.set_xlim(left=0)
-        ax.set_xlabel("µs per launch (linear)")
-        ax.set_ylabel("point (its parameters)")
-        ax.set_title(shape)
+        ax.set(ylim=(len(points) - 0.5, -0.5), xlim=(0, None), xlabel="µs per launch (linear)",
+               ylabel="point (its parameters)", title=shape)
         if libraries or ceiling_us is not None:
             ax.legend(loc="upper right", fontsize=MIN_FONT_PT)  # the fastest points, at the top, have the shortest bars
     fig.suptitle(f"{title}: every timed point, fastest at the top")
@@ -229,11 +224,8 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
         marker, colour = style[kernel]
         ax.plot([x], [y], marker, markersize=7, markeredgecolor=colour, markeredgewidth=1.3,
                 markerfacecolor="none" if library else colour, linestyle="none")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity, FLOP per compulsory byte (log scale)")
-    ax.set_ylabel("achieved GFLOP/s (log scale)")
-    ax.set_title(title)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity, FLOP per compulsory byte (log scale)",
+           ylabel="achieved GFLOP/s (log scale)", title=title)
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], marker=style[k][0], color=style[k][1], linestyle="none", markersize=7) for k in kernels]
@@ -274,15 +266,11 @@ def ratio_figure(panels: Sequence[RatioPanel]) -> str:
         ax.set_yscale("log")
         _plain_log_ticks(ax.yaxis)
         ax.set_xticks(range(len(shapes)), [shape for shape, _ in shapes], rotation=35, ha="right")
-        ax.set_xlim(-0.6, len(shapes) - 0.4)
-        ax.set_title(title)
-        ax.set_xlabel("shape")
-        ax.set_ylabel(f"{slower} / {faster} time (log scale)")
+        ax.set(xlim=(-0.6, len(shapes) - 0.4), title=title, xlabel="shape", ylabel=f"{slower} / {faster} time (log scale)")
     handles = [Line2D([], [], marker="o", color=c, linestyle="none") for c in ("#2ca02c", "#d62728")]
     fig.legend(handles, ["a repeat where the faster layout won", "a repeat where it lost"], loc="upper right",
                ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
-    return _svg(plt, fig, layout=False)
+    return _svg(plt, fig, top=0.9)
 
 
 def history_figure(title: str, series: dict[str, Sequence[tuple[int, float]]], ticks: Sequence[tuple[int, str]]) -> str:
@@ -290,19 +278,13 @@ def history_figure(title: str, series: dict[str, Sequence[tuple[int, float]]], t
     evenly spaced in date order (x: the run's place among all runs; `ticks` label some by date)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.6, max(2.9, 0.8 + 0.2 * len(series))))
-    values = [us for points in series.values() for _, us in points]
-    log = bool(values) and max(values) / min(values) > LOG_SPAN
     for i, (layout, points) in enumerate(series.items()):
         ordered = sorted(points)
         colour = LIBRARY_COLOURS.get(layout) or WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)]
         ax.plot([x for x, _ in ordered], [us for _, us in ordered], "o-", markersize=3.5, linewidth=1, color=colour,
                 label=layout)
     ax.set_xticks([x for x, _ in ticks], [label for _, label in ticks])
-    ax.set_xlabel("runs in date order (tick: a run's date, UTC)")
-    ax.set_ylabel("median µs, " + ("log scale" if log else "linear"))
-    if log:
-        ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis)
-    ax.set_title(title)
+    ax.set(xlabel="runs in date order (tick: a run's date, UTC)", title=title)
+    _time_axis(ax, [us for points in series.values() for _, us in points], "median µs")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=MIN_FONT_PT + 1)
     return _svg(plt, fig)

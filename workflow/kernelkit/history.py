@@ -1,12 +1,10 @@
 """`kernelkit history results/`: every configuration's median across all the runs in a folder.
 
-What a user needs to see a regression across many runs: per run (ordered by the date its
-environment record was captured) the card and the kit commit that made it, and per configuration
-(kernel, shape, layout) its pooled median and the range of its repeats' medians. Outputs: a page
-(Markdown, and HTML with --html) with one small figure per kernel/shape, and a CSV with one row
-per run and configuration. Records are read only through the kit's one validating reader
-(kernelkit.records.read_checked / read_run_records); a run it refuses is named on the page with
-the reader's sentence, never guessed at. Outputs are written through kernelkit.outputs.write_outputs.
+What a user needs to see a regression across many runs: per run (by the date its environment
+record was captured) the card and the kit commit that made it, and per configuration its pooled
+median and the range of its repeats' medians; as a page with one small figure per kernel/shape, and
+as a CSV with one row per run and configuration. Records are read only through the kit's validating
+reader: a run it refuses is named on the page with the reader's sentence, never guessed at.
 """
 
 from __future__ import annotations
@@ -50,11 +48,6 @@ class RunSummary:
         except ValueError:
             return 0.0
 
-    @property
-    def kit(self) -> str:
-        dirty = " (uncommitted changes)" if self.kit_tree_dirty is True else ""
-        return f"{self.kit_commit[:12]}{dirty}"
-
 
 def _text(value: Any, missing: str = "not recorded") -> str:
     return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) else missing
@@ -63,22 +56,20 @@ def _text(value: Any, missing: str = "not recorded") -> str:
 def read_run(path: Path) -> RunSummary:
     """One run folder through the kit's reader: its environment and every warm timing record."""
     environment = read_checked(path / "environment.json", "environment")
-    cuda = environment.get("cuda") if isinstance(environment.get("cuda"), dict) else {}
-    gpu = environment.get("gpu") if isinstance(environment.get("gpu"), dict) else {}
-    host = environment.get("host") if isinstance(environment.get("host"), dict) else {}
+    cuda, gpu, host = (environment.get(key) if isinstance(environment.get(key), dict) else {}
+                       for key in ("cuda", "gpu", "host"))
     pooled: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for _, record in read_run_records(path, "timing"):
         if "skipped" not in record:
             pooled.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
     if not pooled:
         raise KitError(f"run directory {printable(str(path))} holds no timing records with samples")
-    summary = RunSummary(path.name, path, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
-                         _text(gpu.get("uuid")), _text(gpu.get("driver_version")), _text(host.get("kit_commit")),
-                         host.get("kit_tree_dirty"))
-    for key, records in pooled.items():
-        samples = [s for r in records for s in r["samples_us"]]
-        summary.medians[key] = (median(samples), [median(r["samples_us"]) for r in sorted(records, key=lambda r: r["repeat"])])
-    return summary
+    return RunSummary(path.name, path, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
+                      _text(gpu.get("uuid")), _text(gpu.get("driver_version")), _text(host.get("kit_commit")),
+                      host.get("kit_tree_dirty"), {
+                          key: (median([s for r in records for s in r["samples_us"]]),
+                                [median(r["samples_us"]) for r in sorted(records, key=lambda r: r["repeat"])])
+                          for key, records in pooled.items()})
 
 
 def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
@@ -116,14 +107,11 @@ def csv_text(runs: list[RunSummary]) -> str:
 
 def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
     """The latest run's median over the median of the earlier runs on the same card model."""
-    timed = [run for run in runs if key in run.medians]
-    if len(timed) < 2:
+    *timed, latest = [run for run in runs if key in run.medians]
+    earlier = [run.medians[key][0] for run in timed if run.card == latest.card]
+    if not timed:
         return "one run"
-    latest = timed[-1]
-    earlier = [run.medians[key][0] for run in timed[:-1] if run.card == latest.card]
-    if not earlier:
-        return "no earlier run on this card model"
-    return f"{latest.medians[key][0] / median(earlier) - 1:+.1%}"
+    return f"{latest.medians[key][0] / median(earlier) - 1:+.1%}" if earlier else "no earlier run on this card model"
 
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
@@ -145,8 +133,9 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         blocks.append(doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(f"{name}: {why}" for name, why in refused)
                                     + "."))
     blocks.append(doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
-        [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver, run.kit,
-         str(len(run.medians))] for run in runs], numeric=(5,)))
+        [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
+         run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""), str(len(run.medians))]
+        for run in runs], numeric=(5,)))
     sections = [doc.Section("Runs", blocks)]
     pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians},
                    key=lambda p: (natural_key(p[0]), natural_key(p[1])))
@@ -161,12 +150,9 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         ticks = [(x, date[5:]) for date, x in firsts[::max(1, -(-len(firsts) // 6))]]
         svg = figures.history_figure(f"{kernel} {shape}", series, ticks)
         figure_blocks.append(doc.Figure(svg, None, f"{kernel} {shape}: median per run and layout", small=True))
-        rows = []
-        for layout in layouts:
-            key = (kernel, shape, layout)
-            rows.append([layout, _latest_change(runs, key), "; ".join(
-                f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
-                for run in runs if key in run.medians)])
+        rows = [[layout, _latest_change(runs, key), "; ".join(
+            f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
+            for run in runs if key in run.medians)] for layout in layouts for key in [(kernel, shape, layout)]]
         table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
             doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
     sections.append(doc.Section("Configurations", figure_blocks + table_blocks))
@@ -182,15 +168,11 @@ def run_command(args: argparse.Namespace) -> int:
     check_outputs(outputs)  # before the work, not after
     folder = Path(args.folder)
     runs, refused = collect(folder)
-    written: list[tuple[str, str]] = []
+    written = [(args.csv, csv_text(runs))] if args.csv else []
     if args.markdown or args.html:
         title, sections = build(folder, runs, refused)
-        if args.markdown:
-            written.append((args.markdown, document.render_markdown(title, sections)))
-        if args.html:
-            written.append((args.html, document.render_html(title, sections)))
-    if args.csv:
-        written.append((args.csv, csv_text(runs)))
+        written[:0] = [(path, render(title, sections)) for path, render in
+                       ((args.markdown, document.render_markdown), (args.html, document.render_html)) if path]
     write_outputs(written)
     return 0
 

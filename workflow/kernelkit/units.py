@@ -68,3 +68,8 @@ def spread(values: list[float], unit: str = "", scale: float = 1.0, digits: int 
     text = (lambda v: f"{v:.{digits}f}") if digits is not None else _three
     joint = " to " if low < 0 or high < 0 else "-"
     return f"{text(low)}{joint}{text(high)}{unit}"
+
+
+def extent(counts: list[int]) -> str:
+    """The smallest and largest of some counts: '3', or '2 to 5'."""
+    return f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"

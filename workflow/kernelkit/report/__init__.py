@@ -1,10 +1,8 @@
 """The report of one run, built from `results/<run>/` alone, as Markdown and as HTML.
 
-Every number printed is read from a result file of the run: timing tables are recomputed
-from the raw samples, not read back from summary.csv, so each traces to its samples. Each
-section module computes its data apart from rendering it; `assemble` orders the sections and
-`commands` owns the stage's commands. Only `register` is imported eagerly, so that building
-the kit's parser does not load pandas for every GPU job.
+Every number printed is read from a result file of the run, timing tables recomputed from the raw
+samples. Each section module computes its data apart from rendering it; `assemble` orders the
+sections. Only `register` is imported eagerly, so that building the kit's parser does not load pandas.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from statistics import median
 
+from kernelkit import stats
 from kernelkit.report.run import Run
-from kernelkit.stats import CEILING_TOLERANCE, DIFF_THRESHOLD, near_floor
+from kernelkit.stats import DIFF_THRESHOLD
 
 
 @dataclass
@@ -19,6 +20,9 @@ class Judgement:
     above: bool                # beyond the ceiling's tolerance
     consistent: bool           # repeats agree within the diff threshold
     note: str
+
+
+NO_L2 = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)"
 
 
 def _ceiling_name(kind: str, rate: float) -> str:
@@ -40,8 +44,8 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     memory = "L2" if fits else "DRAM"
     rates = run.rates_for(records)
     if median_us is None or "copy_gb_s" not in rates or "gemm_gflop_s" not in rates:
-        note = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)" if fits else "no ceilings measured in this run"
-        return Judgement("unknown", memory, None, None, False, consistent, note)
+        return Judgement("unknown", memory, None, None, False, consistent,
+                         NO_L2 if fits else "no ceilings measured in this run")
     seconds = median_us * 1e-6
     intensity = flops / compulsory if compulsory else float("inf")
     if intensity >= rates["gemm_gflop_s"] / rates["copy_gb_s"]:
@@ -49,27 +53,21 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     elif fits and "l2_gb_s" in rates:
         kind, achieved = "l2", compulsory / seconds / 1e9
     elif fits:
-        return Judgement("memory", memory, None, None, False, consistent,
-                         "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)")
+        return Judgement("memory", memory, None, None, False, consistent, NO_L2)
     else:
         kind, achieved = "copy", compulsory / seconds / 1e9
     rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
     fraction = achieved / rate
-    above = fraction > 1.0 + CEILING_TOLERANCE
-    unit = "GFLOP/s" if kind == "gemm" else "GB/s"
-    note = ""
+    above = fraction > 1.0 + stats.CEILING_TOLERANCE
+    name, reached = _ceiling_name(kind, rate), f"{achieved:.0f} {'GFLOP/s' if kind == 'gemm' else 'GB/s'}"
     if above and not correct:
-        note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) without a passed correctness record "
-                "in this run")
-    elif above and consistent:
-        note = (f"ceiling suspect: this correct result reaches {achieved:.0f} {unit}, above the measured "
-                f"{_ceiling_name(kind, rate)}")
+        note = f"above the {name} ({reached}) without a passed correctness record in this run"
     elif above:
-        note = (f"above the {_ceiling_name(kind, rate)} ({achieved:.0f} {unit}) while its repeats differ by more "
-                f"than {DIFF_THRESHOLD:.0%}: the measurement is in doubt")
-    elif fraction > 1.0:
-        note = f"at its ceiling (within {CEILING_TOLERANCE:.0%})"
-    if near_floor(median_us, rates.get("floor_us")):
+        note = (f"ceiling suspect: this correct result reaches {reached}, above the measured {name}" if consistent else
+                f"above the {name} ({reached}) while its repeats differ by more than {DIFF_THRESHOLD:.0%}: the "
+                "measurement is in doubt")
+    else:
+        note = f"at its ceiling (within {stats.CEILING_TOLERANCE:.0%})" if fraction > 1.0 else ""
+    if stats.near_floor(median_us, rates.get("floor_us")):
         note = "; ".join(filter(None, [note, "within 3x the harness floor"]))
-    return Judgement("arithmetic" if kind == "gemm" else "memory", memory, _ceiling_name(kind, rate), fraction,
-                     above, consistent, note)
+    return Judgement("arithmetic" if kind == "gemm" else "memory", memory, name, fraction, above, consistent, note)

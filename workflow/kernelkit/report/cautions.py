@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kernelkit import document as doc
+from kernelkit.report.quality import foreign_targets, looked_after, retimed_targets
 from kernelkit.report.run import Run, snapshots as _snapshots, target_name as _target
 
 
@@ -25,26 +27,34 @@ def caveats(run: Run) -> list[str]:
             throttled.setdefault(reason, []).append(f"{_target(record)} ({when})")
     for reason, where in sorted(throttled.items()):
         found.append(f"Clock-event reason {reason} seen in {len(where)} snapshots: " + "; ".join(where))
-    table = run.table
-    for (kernel, shape, layout), group in table.groupby(["kernel", "shape", "layout"]):
+    gaps, outliers = [], []
+    for (kernel, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"]):
         if len(group) < 2:
             continue
         spread = float((group["max_us"] - group["min_us"]).max())
         gap = float(group["median_us"].max() - group["median_us"].min())
         if gap > spread:
-            found.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
-                         + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
-                         f"{spread:.3f})")
-    found += untagged_outliers(table)
-    from kernelkit.report.quality import foreign_targets, looked_after, retimed_targets
-
-    foreign = foreign_targets(run.timings + run.cold + run.spans)
-    if foreign:
-        when = "during or right after" if looked_after(run.timings + run.cold + run.spans) else "during"
-        found.append(f"Another process computed on the GPU {when} {len(foreign)} timed targets or spans "
-                     "(their samples are tagged disturbed): " + "; ".join(foreign))
-    retimed = retimed_targets(run.timings + run.cold + run.spans)
-    if retimed:
+            gaps.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
+                        + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
+                        f"{spread:.3f})")
+        # A repeat whose samples spread far wider than another's of the same target, none tagged
+        # disturbed: the median may still be right, but something the records do not name changed
+        # them (in h200-fq2-wait a CuPy loop in another process started during rmsnorm 4096x4096 t32
+        # rep1, before NVML had sampled it: 122.2-278.8 us, against 0.25% in rep2).
+        spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in group.itertuples()}
+        for row in group.itertuples():
+            wide = spreads[int(row.repeat)]
+            steady = min((rep for rep in spreads if rep != int(row.repeat)), key=spreads.__getitem__)
+            if wide >= OUTLIER_SPREAD and wide >= OUTLIER_FACTOR * spreads[steady] and row.disturbed_samples == 0:
+                outliers.append(f"Samples of {kernel} {shape} {layout} rep{int(row.repeat)} spread {100 * wide:.1f}% of "
+                                f"their median ({row.min_us:.3f}-{row.max_us:.3f} us) against {100 * spreads[steady]:.2f}% "
+                                f"in rep{steady}, and none is tagged disturbed: what changed them is not in the records")
+    found += gaps + outliers
+    timed = run.timings + run.cold + run.spans
+    if foreign := foreign_targets(timed):
+        found.append(f"Another process computed on the GPU {'during or right after' if looked_after(timed) else 'during'} "
+                     f"{len(foreign)} timed targets or spans (their samples are tagged disturbed): " + "; ".join(foreign))
+    if retimed := retimed_targets(timed):
         found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
                      "their numbers come from the stretch after the wait")
     # The planned order is the one every record names (its order key within its repeat).
@@ -70,33 +80,51 @@ def caveats(run: Run) -> list[str]:
 
 
 # A process's samples spread at least this much of its median, and this many times as wide as
-# another repeat's of the same target, with none tagged: `untagged_outliers`.
+# another repeat's of the same target, with none tagged: a caveat.
 OUTLIER_SPREAD = 0.10
 OUTLIER_FACTOR = 10.0
 
 
-def untagged_outliers(table: Any) -> list[str]:
-    """Repeats whose samples spread far wider than another repeat's of the same target while none of
-    them is tagged disturbed. Why: the median may still be right, but something the records do not
-    name changed those samples: in h200-fq2-wait a CuPy loop in another process started during
-    rmsnorm 4096x4096 t32 rep1, before NVML had sampled it (122.2-278.8 us, against 0.25% in rep2)."""
-    found = []
-    for (kernel, shape, layout), group in table.groupby(["kernel", "shape", "layout"]):
-        if len(group) < 2:
-            continue
-        spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in group.itertuples()}
-        for row in group.itertuples():
-            spread = spreads[int(row.repeat)]
-            steady = min((rep for rep in spreads if rep != int(row.repeat)), key=spreads.__getitem__)
-            if spread >= OUTLIER_SPREAD and spread >= OUTLIER_FACTOR * spreads[steady] and row.disturbed_samples == 0:
-                found.append(f"Samples of {kernel} {shape} {layout} rep{int(row.repeat)} spread {100 * spread:.1f}% of their "
-                             f"median ({row.min_us:.3f}-{row.max_us:.3f} us) against {100 * spreads[steady]:.2f}% in "
-                             f"rep{steady}, and none is tagged disturbed: what changed them is not in the records")
-    return found
+# The Caveats section states at most this many; like caveats are said once, together.
+MAX_CAVEATS = 10
+_REPEATS_DIFFER = re.compile(r"^Repeats of (?P<what>.+?) differ by more than the spread inside either: medians "
+                             r"(?P<medians>[\d., ]+) us \(gap (?P<gap>[\d.]+), widest spread (?P<spread>[\d.]+)\)$")
+_WIDE_SAMPLES = re.compile(r"^Samples of (?P<what>.+?) spread (?P<pct>[\d.]+)% of their median")
+
+
+def condensed_caveats(items: list[str]) -> list[str]:
+    """The caveats with like ones said once, where the first of them stood: every 'repeats differ by
+    more than the spread inside either' in one item (the five largest relative gaps named), every
+    'samples spread widely with none tagged' in another."""
+    gaps: list[tuple[float, str]] = []
+    wide: list[tuple[float, str]] = []
+    out: list[Any] = []
+    for item in items:
+        if found := _REPEATS_DIFFER.match(item):
+            medians = [float(m) for m in found["medians"].split(",") if m.strip()]
+            gaps.append((float(found["gap"]) / min(medians) if medians and min(medians) > 0 else 0.0, found["what"]))
+            out += [("gaps",)] if len(gaps) == 1 else []
+        elif found := _WIDE_SAMPLES.match(item):
+            wide.append((float(found["pct"]), item))
+            out += [("wide",)] if len(wide) == 1 else []
+        else:
+            out.append(item)
+    top = sorted(gaps, reverse=True)
+    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in top[:5])
+    said = {"gaps": f"In {len(gaps)} configurations the repeats' medians differ by more than the spread of samples "
+                      f"inside either (the gap over the smaller median: {named}"
+                      + (f", and {len(gaps) - 5} more" if len(gaps) > 5 else "") + "): a second process tells more "
+                      "than more samples would (the Noise table has every configuration)",
+            "wide": wide[0][1] if len(wide) == 1 else f"In {len(wide)} repeats the samples spread widely with none "
+                      "tagged disturbed: " + "; ".join(text for _, text in sorted(wide, reverse=True))}
+    return [item if isinstance(item, str) else said[item[0]] for item in out]
 
 
 def section_caveats(run: Run) -> doc.Section:
-    items = caveats(run)
-    return doc.Section("Caveats", [doc.Bullets(items) if items else doc.Paragraph("None found in the recorded files.")])
-
-
+    items = condensed_caveats(caveats(run))
+    if not items:
+        return doc.Section("Caveats", [doc.Paragraph("None found in the recorded files.")])
+    blocks: list[doc.Block] = [doc.Bullets(items[:MAX_CAVEATS])]
+    if len(items) > MAX_CAVEATS:
+        blocks.append(doc.Details(f"{len(items) - MAX_CAVEATS} further caveats", [doc.Bullets(items[MAX_CAVEATS:])]))
+    return doc.Section("Caveats", blocks)

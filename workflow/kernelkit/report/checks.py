@@ -68,26 +68,19 @@ def verified_sentence(records: list[dict[str, Any]]) -> str | None:
     found = verify.summarize(records)
     if found is None:
         return None
-    text = (f"Timed shapes: {found['verified']} of {found['records']} timing records verified their own output once at "
-            f"the timed shape against a float64 reference ({', '.join(found['references']) or 'none'})")
-    if found["worst"]:
-        worst = found["worst"]
-        text += f", largest |error| {worst['max_abs_error']:.4e} ({worst['kernel']} {worst['shape']} {worst['layout']})"
-    text += "."
-    if found["not_verified"]:
-        text += f" Not verified: {'; '.join(found['not_verified'])}."
-    if found["without"]:
-        text += f" {found['without']} records predate the verification."
-    return text
+    worst = found["worst"]
+    return (f"Timed shapes: {found['verified']} of {found['records']} timing records verified their own output once at "
+            f"the timed shape against a float64 reference ({', '.join(found['references']) or 'none'})"
+            + (f", largest |error| {worst['max_abs_error']:.4e} ({worst['kernel']} {worst['shape']} {worst['layout']})"
+               if worst else "") + "."
+            + (f" Not verified: {'; '.join(found['not_verified'])}." if found["not_verified"] else "")
+            + (f" {found['without']} records predate the verification." if found["without"] else ""))
 
 
 def symptom_kind(symptom: str) -> str:
     """'NaN in 8 and Inf in 0 output elements' -> 'NaN': the class of failure, without counts."""
-    for kind, name in (("guard", "guard overwritten"), ("sentinel", "sentinel left"), ("NaN", "NaN"),
-                       ("error above tolerance", "error above tolerance")):
-        if kind in symptom:
-            return name
-    return symptom
+    return next((name for kind, name in (("guard", "guard overwritten"), ("sentinel", "sentinel left"), ("NaN", "NaN"),
+                                         ("error above tolerance", "error above tolerance")) if kind in symptom), symptom)
 
 
 def control_rows(run: Run) -> list[tuple[str, ...]]:
@@ -138,11 +131,10 @@ def was_caught(control: dict[str, Any]) -> bool:
 
 
 def section_controls(run: Run) -> doc.Section:
-    rows = control_rows(run)
     caught = sum(1 for c in run.controls if was_caught(c))
     return doc.Section("Negative controls", [
         doc.Paragraph("Mutated builds of the same source; each must be caught before anything is timed: by the "
                       "correctness cases, by their repeated launches disagreeing (determinism) or, for a race the "
                       "cases cannot show, by compute-sanitizer's racecheck."),
-        doc.Table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), rows),
+        doc.Table(("Kernel", "Control", "Mutation", "Cases failed", "Symptoms", "First failing case"), control_rows(run)),
     ], summary=f"Negative controls: {caught} of {len(run.controls)} mutated builds were caught by the checks")

@@ -1,12 +1,10 @@
 """Published claims as data: `kernels/<op>/claims.yaml` holds what a write-up states, with its source.
 
 Per claim the report measures the same layouts in this run and judges it by size, not only by
-order: a ratio the claim states (one layout's time over another's, a change) is compared as a
-ratio with this run's, within TOLERANCE; a single published time only after scaling it by the
-two cards' ratio of the ceiling that bounds it (memory bandwidth or FP32 peak). The card the
-seed measured on is described by the claims file's `card` (what the seed states, quoted, and the
-maker's specification); this run's card by its environment record. Nothing about a claim is
-written in code.
+order: a stated ratio (one layout's time over another's, a change) is compared as a ratio within
+TOLERANCE; a single published time only after scaling it by the two cards' ratio of the ceiling
+that bounds it (memory bandwidth or FP32 peak). The seed's card is described by the claims file's
+`card`, this run's by its environment record. Nothing about a claim is written in code.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 import yaml
@@ -23,7 +20,7 @@ from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit import spec as specs
 from kernelkit import units
-from kernelkit.report.run import Run
+from kernelkit.report.run import Run, rated_bandwidth_gb_s
 
 # A published ratio reproduces when this run's lies within this factor of it (10%: wider than the
 # 2% the diff resolves between runs of one card, since a seed's card and method differ).
@@ -90,37 +87,40 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
+def _whole(value: Any) -> int | None:
+    return int(value) if (value := _number(value)) else None
+
+
 def seed_card(kernel: str) -> CardFacts | None:
     """The card the kernel's seed measured on, from its claims file's `card`, or None."""
     card = read_claims(kernel).get("card")
     if not isinstance(card, dict) or not card.get("name"):
         return None
-    lanes, sms = _number(card.get("fp32_lanes_per_sm")), _number(card.get("sm_count"))
-    l2 = _number(card.get("l2_bytes"))
     source = card.get("source", {}) if isinstance(card.get("source"), dict) else {}
-    return CardFacts(str(card["name"]), int(sms) if sms else None, _number(card.get("boost_clock_mhz")),
-                     int(lanes) if lanes else None, _number(card.get("memory_bandwidth_gb_s")), int(l2) if l2 else None,
-                     str(card["driver"]) if card.get("driver") else None,
-                     str(card["compute_capability"]) if card.get("compute_capability") else None,
+    text = lambda key: str(card[key]) if card.get(key) else None  # noqa: E731
+    return CardFacts(str(card["name"]), _whole(card.get("sm_count")), _number(card.get("boost_clock_mhz")),
+                     _whole(card.get("fp32_lanes_per_sm")), _number(card.get("memory_bandwidth_gb_s")),
+                     _whole(card.get("l2_bytes")), text("driver"), text("compute_capability"),
                      f"seed {str(source.get('file', '?')).split('_')[0]}; {card.get('specification', 'the maker specification')}",
                      claims_file(kernel))
 
 
+def seed_cards(run: Run) -> list[CardFacts]:
+    """The seeds' cards of the run's kernels, each model once."""
+    cards: dict[str, CardFacts] = {}
+    for card in filter(None, map(seed_card, run.kernels)):
+        cards.setdefault(card.name, card)
+    return list(cards.values())
+
+
 def run_card(run: Run) -> CardFacts:
-    """This run's first card, from its environment record: rated bandwidth from the bus width and
-    memory clock, FP32 lanes from the compute capability."""
+    """This run's first card, from its environment record: FP32 lanes from the compute capability."""
     cuda, gpu = run.environment.get("cuda", {}), run.environment.get("gpu", {})
-    width, memory_clock = cuda.get("memory_bus_width_bits"), gpu.get("memory_clock_max_mhz")
-    bandwidth = (2 * memory_clock * 1e6 * width / 8 / 1e9
-                 if isinstance(width, int) and isinstance(memory_clock, (int, float)) else None)
-    capability = cuda.get("compute_capability")
-    l2 = cuda.get("l2_cache_bytes")
-    return CardFacts(run.device, cuda.get("sm_count") if isinstance(cuda.get("sm_count"), int) else None,
-                     _number(gpu.get("sm_clock_max_mhz")), FP32_LANES_PER_SM.get(str(capability)), bandwidth,
-                     l2 if isinstance(l2, int) else None,
+    capability, sms, l2 = cuda.get("compute_capability"), cuda.get("sm_count"), cuda.get("l2_cache_bytes")
+    return CardFacts(run.device, sms if isinstance(sms, int) else None, _number(gpu.get("sm_clock_max_mhz")),
+                     FP32_LANES_PER_SM.get(str(capability)), rated_bandwidth_gb_s(run), l2 if isinstance(l2, int) else None,
                      str(gpu["driver_version"]) if isinstance(gpu.get("driver_version"), str) else None,
-                     str(capability) if capability else None, "environment.json",
-                     run.dir / "environment.json")
+                     str(capability) if capability else None, "environment.json", run.dir / "environment.json")
 
 
 @dataclass
@@ -171,6 +171,15 @@ class ClaimResult:
     ratios: list[RatioJudgement] = field(default_factory=list)
     times: list[TimeJudgement] = field(default_factory=list)
 
+    @property
+    def names_shape(self) -> bool:
+        """Whether the claim names its shape (then it is judged there only)."""
+        return not any("names no shape" in d for d in self.differences)
+
+
+def _within(factor: float, tolerance: float) -> bool:
+    return abs(math.log(factor)) <= math.log(1 + tolerance)
+
 
 def ratio_verdict(published: float, measured: float | None, per_repeat: list[float],
                   tolerance: float = TOLERANCE) -> str:
@@ -182,43 +191,20 @@ def ratio_verdict(published: float, measured: float | None, per_repeat: list[flo
     if (measured > 1) != (published > 1):
         return "reversed"
     factor = measured / published
-    if abs(math.log(factor)) <= math.log(1 + tolerance):
+    if _within(factor, tolerance):
         return f"reproduced within {tolerance:.0%}"
     # The size of an effect is how far its ratio lies from 1, on either side.
     larger = abs(math.log(measured)) > abs(math.log(published))
-    times = max(factor, 1 / factor)
-    return f"same direction, {times:.2g}x {'larger' if larger else 'smaller'}"
+    return f"same direction, {max(factor, 1 / factor):.2g}x {'larger' if larger else 'smaller'}"
 
 
 def time_verdict(scaled_us: float | None, measured_us: float | None, tolerance: float = TOLERANCE) -> str:
     if scaled_us is None or measured_us is None:
         return "not comparable (a card fact is missing)" if measured_us is not None else "not measurable here"
     factor = measured_us / scaled_us
-    if abs(math.log(factor)) <= math.log(1 + tolerance):
+    if _within(factor, tolerance):
         return f"reproduced within {tolerance:.0%} after scaling"
-    return (f"{1 / factor:.2g}x faster than the scaled time" if factor < 1
-            else f"{factor:.2g}x slower than the scaled time")
-
-
-def repeat_medians(run: Run, kernel: str, shape: str, layout: str) -> dict[int, float]:
-    """Each repeat's median of one configuration, by repeat number."""
-    return {r["repeat"]: median(r["samples_us"]) for r in run.records(kernel, shape, layout)}
-
-
-def repeat_ratios(run: Run, kernel: str, shape: str, numerator: str, denominator: str) -> list[float]:
-    """numerator / denominator median per repeat, over the repeats both have."""
-    top, bottom = repeat_medians(run, kernel, shape, numerator), repeat_medians(run, kernel, shape, denominator)
-    return [top[n] / bottom[n] for n in sorted(set(top) & set(bottom))]
-
-
-def bounding_ceiling(run: Run, kernel: str, shape: str, layout: str) -> str:
-    """Which of the cards' ceilings bounds a configuration: FP32 peak where this run judges it bound
-    by arithmetic, else memory bandwidth."""
-    from kernelkit.report.bounds import judge
-
-    if not run.records(kernel, shape, layout):
-        return "memory bandwidth"
-    return "FP32 peak" if judge(run, kernel, shape, layout).bound == "arithmetic" else "memory bandwidth"
+    return f"{1 / factor:.2g}x faster than the scaled time" if factor < 1 else f"{factor:.2g}x slower than the scaled time"
 
 
 def card_scale(seed: CardFacts | None, here: CardFacts, ceiling: str) -> float | None:
@@ -231,11 +217,11 @@ def card_scale(seed: CardFacts | None, here: CardFacts, ceiling: str) -> float |
 
 
 def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
+    from kernelkit.report.bounds import judge
+
     order = [str(layout) for layout in claim.get("faster_to_slower", [])]
-    wanted = claim.get("shape")
-    shapes = run.shapes(kernel)
+    wanted, shapes, gpu = claim.get("shape"), run.shapes(kernel), claim.get("gpu")
     differences = []
-    gpu = claim.get("gpu")
     if gpu and str(gpu).lower() not in run.device.lower():
         differences.append(f"the claim was measured on {gpu}, this run on {run.device}")
     if wanted is None:
@@ -255,36 +241,33 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
         differences.append(f"timings of {', '.join(mixed)} come from several cards, so the layouts are compared "
                            "across cards")
     published = {str(k): float(v) for k, v in claim.get("published_us", {}).items()}
-    card = seed_card(kernel)
-    here = run_card(run)
-    measured, reproduced = {}, {}
-    ratios, times = [], []
+    stated = [layout for layout in order if layout in published]
+    card, here = seed_card(kernel), run_card(run)
+    result = ClaimResult(kernel, str(claim.get("statement", "")), str(claim.get("source", {}).get("file", "")),
+                         str(claim.get("source", {}).get("quote", "")), published, order, {}, {}, differences,
+                         str(gpu) if gpu else None, card)
     for shape in shapes:
-        values = {layout: run.pooled_median(kernel, shape, layout) for layout in order}
-        measured[shape] = values
+        values = result.measured[shape] = {layout: run.pooled_median(kernel, shape, layout) for layout in order}
         known = [values[layout] for layout in order]
-        reproduced[shape] = (None if any(v is None for v in known) or len(known) < 2
-                             else all(a < b for a, b in zip(known, known[1:])))
-        stated = [layout for layout in order if layout in published]
-        if len(stated) >= 2:
+        result.reproduced[shape] = (None if None in known or len(known) < 2
+                                    else all(a < b for a, b in zip(known, known[1:])))
+        for other in stated[1:]:
             first = stated[0]
-            for other in stated[1:]:
-                value = (values[other] / values[first]) if values.get(other) and values.get(first) else None
-                per = repeat_ratios(run, kernel, shape, other, first) if value is not None else []
-                pub = published[other] / published[first]
-                ratios.append(RatioJudgement(shape, first, other, pub, value, per, ratio_verdict(pub, value, per)))
-        elif len(stated) == 1:
+            value = values[other] / values[first] if values.get(other) and values.get(first) else None
+            per = run.repeat_ratios(kernel, shape, other, first) if value is not None else []
+            pub = published[other] / published[first]
+            result.ratios.append(RatioJudgement(shape, first, other, pub, value, per, ratio_verdict(pub, value, per)))
+        if len(stated) == 1:
             layout = stated[0]
-            ceiling = bounding_ceiling(run, kernel, shape, layout)
+            # FP32 peak where this run judges the configuration bound by arithmetic, else memory bandwidth.
+            bound = judge(run, kernel, shape, layout).bound if run.records(kernel, shape, layout) else None
+            ceiling = "FP32 peak" if bound == "arithmetic" else "memory bandwidth"
             scale = card_scale(card, here, ceiling)
-            per = sorted(repeat_medians(run, kernel, shape, layout).values())
-            scaled = published[layout] * scale if scale is not None else None
-            times.append(TimeJudgement(shape, layout, published[layout], ceiling, scale, values.get(layout), per,
-                                       time_verdict(scaled, values.get(layout))))
-    source = claim.get("source", {})
-    return ClaimResult(kernel, str(claim.get("statement", "")), str(source.get("file", "")),
-                       str(source.get("quote", "")), published, order, measured, reproduced, differences,
-                       str(gpu) if gpu else None, card, ratios, times)
+            result.times.append(TimeJudgement(
+                shape, layout, published[layout], ceiling, scale, values.get(layout),
+                sorted(run.repeat_medians(kernel, shape, layout).values()),
+                time_verdict(published[layout] * scale if scale is not None else None, values.get(layout))))
+    return result
 
 
 def all_claims(run: Run) -> list[ClaimResult]:
@@ -294,35 +277,32 @@ def all_claims(run: Run) -> list[ClaimResult]:
 def verdict_text(result: ClaimResult) -> str:
     """Whether the published order of speed reproduces (the judgement by order)."""
     counted = [v for v in result.reproduced.values() if v is not None]
+    held, n = sum(counted), len(counted)
     if not counted:
         return "not measurable here"
-    held = sum(counted)
-    if held == len(counted):
-        return "reproduced" if len(counted) == 1 else f"reproduced on all {len(counted)} shapes"
+    if held == n:
+        return "reproduced" if n == 1 else f"reproduced on all {n} shapes"
     if held == 0:
-        return "not reproduced" if len(counted) == 1 else f"not reproduced on any of {len(counted)} shapes"
-    return f"reproduced on {held} of {len(counted)} shapes"
+        return "not reproduced" if n == 1 else f"not reproduced on any of {n} shapes"
+    return f"reproduced on {held} of {n} shapes"
 
 
 def size_verdict(result: ClaimResult, shape: str) -> str:
     """The claim's verdict by size at one shape: its ratios' (the worst of them) or its scaled time's."""
     ratios = [r for r in result.ratios if r.shape == shape]
-    if ratios:
-        verdicts = [r.verdict for r in ratios]
-        for worst in ("reversed", "undecided", "not measurable"):
-            hits = [r for r in ratios if r.verdict.startswith(worst)]
-            if hits:
-                return verdicts[0] if len(ratios) == 1 else f"{worst} for {', '.join(r.other for r in hits)}"
-        factors = [r.measured / r.published for r in ratios if r.measured]
-        if result.reproduced.get(shape) is False:
-            # Each layout is still slower than the first, but not in the published order among themselves.
-            return (f"{ratios[0].first} still fastest, the others in another order; ratios {min(factors):.2g}x to "
-                    f"{max(factors):.2g}x the seed's")
-        if len(set(verdicts)) == 1:
-            return verdicts[0]
-        return f"same order; ratios {min(factors):.2g}x to {max(factors):.2g}x the seed's"
-    times = [t for t in result.times if t.shape == shape]
-    return times[0].verdict if times else "not measurable here"
+    if not ratios:
+        return next((t.verdict for t in result.times if t.shape == shape), "not measurable here")
+    verdicts = [r.verdict for r in ratios]
+    for worst in ("reversed", "undecided", "not measurable"):
+        hits = [r.other for r in ratios if r.verdict.startswith(worst)]
+        if hits:
+            return verdicts[0] if len(ratios) == 1 else f"{worst} for {', '.join(hits)}"
+    factors = [r.measured / r.published for r in ratios if r.measured]
+    span = f"ratios {min(factors):.2g}x to {max(factors):.2g}x the seed's"
+    if result.reproduced.get(shape) is False:
+        # Each layout is still slower than the first, but not in the published order among themselves.
+        return f"{ratios[0].first} still fastest, the others in another order; {span}"
+    return verdicts[0] if len(set(verdicts)) == 1 else f"same order; {span}"
 
 
 def _published_cell(result: ClaimResult) -> str:
@@ -364,18 +344,17 @@ def claim_rows(results: list[ClaimResult]) -> list[list[Any]]:
             held = result.reproduced.get(shape)
             order.append(at(shape) + ("reproduced" if held else "not reproduced" if held is False else "n/a"))
             verdict.append(at(shape) + size_verdict(result, shape))
-        where = "" if len(shapes) > 1 or any("names no shape" in d for d in result.differences) else f"{shapes[0]}: "
+        where = "" if len(shapes) > 1 or not result.names_shape else f"{shapes[0]}: "
         rows.append([result.kernel, result.statement, where + stated, "; ".join(here), "; ".join(factor),
                      "; ".join(order), "; ".join(verdict)])
     return rows
 
 
-def section_claims(run: Run) -> list[doc.Block]:
+def section_claims(results: list[ClaimResult]) -> list[doc.Block]:
     """The claims judged by size, as blocks of the answers' tables (empty when no kernel has claims)."""
-    results = all_claims(run)
     if not results:
         return []
-    blocks: list[doc.Block] = [
+    return [
         doc.Paragraph(f"Published claims (kernels/<op>/claims.yaml, copied from the seeds), judged by size: a "
                       f"published ratio of two layouts' times against this run's ratio of pooled medians, reproduced "
                       f"within {TOLERANCE:.0%}; a single published time only after scaling it by the cards' ratio of the "
@@ -385,31 +364,23 @@ def section_claims(run: Run) -> list[doc.Block]:
         doc.Details("The quotes the claims were copied from",
                     [doc.Bullets([f"{r.kernel}: \"{r.quote}\" ({r.source})" for r in results])]),
     ]
-    return blocks
 
 
 def card_rows(run: Run) -> tuple[list[str], list[list[str]]]:
     """The seeds' cards (one column each) and this run's card: the facts the claims' scaling uses."""
-    cards: list[CardFacts] = []
-    for kernel in run.kernels:
-        card = seed_card(kernel)
-        if card is not None and card.name not in {c.name for c in cards}:
-            cards.append(card)
-    here = run_card(run)
+    cards, here = seed_cards(run), run_card(run)
     columns = [*cards, here]
-    rate = lambda v, unit, scale=1.0: f"{v / scale:,.0f} {unit}" if v else "n/a"  # noqa: E731
-    rows = [
-        ["SMs", *(str(c.sm_count) if c.sm_count else "n/a" for c in columns)],
-        ["Clock (boost; this run: max SM clock)", *(rate(c.clock_mhz, "MHz") for c in columns)],
-        ["FP32 lanes per SM", *(str(c.fp32_lanes_per_sm) if c.fp32_lanes_per_sm else "n/a" for c in columns)],
-        ["FP32 peak (SMs x clock x lanes x 2)", *(f"{c.fp32_peak_gflop_s / 1e3:.1f} TFLOP/s" if c.fp32_peak_gflop_s
-                                                  else "n/a" for c in columns)],
-        ["Memory bandwidth (rated)", *(rate(c.bandwidth_gb_s, "GB/s") for c in columns)],
-        ["L2", *(units.size(c.l2_bytes) if c.l2_bytes else "n/a" for c in columns)],
-        ["Driver", *(c.driver or "not stated" for c in columns)],
-        ["Compute capability", *(c.compute_capability or "n/a" for c in columns)],
-        ["Source", *(c.source for c in columns)],
-    ]
+    rate = lambda v, unit: f"{v:,.0f} {unit}" if v else "n/a"  # noqa: E731
+    facts = [("SMs", lambda c: str(c.sm_count) if c.sm_count else "n/a"),
+             ("Clock (boost; this run: max SM clock)", lambda c: rate(c.clock_mhz, "MHz")),
+             ("FP32 lanes per SM", lambda c: str(c.fp32_lanes_per_sm) if c.fp32_lanes_per_sm else "n/a"),
+             ("FP32 peak (SMs x clock x lanes x 2)",
+              lambda c: f"{c.fp32_peak_gflop_s / 1e3:.1f} TFLOP/s" if c.fp32_peak_gflop_s else "n/a"),
+             ("Memory bandwidth (rated)", lambda c: rate(c.bandwidth_gb_s, "GB/s")),
+             ("L2", lambda c: units.size(c.l2_bytes) if c.l2_bytes else "n/a"),
+             ("Driver", lambda c: c.driver or "not stated"),
+             ("Compute capability", lambda c: c.compute_capability or "n/a"), ("Source", lambda c: c.source)]
+    rows = [[label, *map(cell, columns)] for label, cell in facts]
     copy, gemm = run.ceiling.get("copy_gb_s"), run.ceiling.get("gemm_gflop_s")
     rows.append(["Measured here: copy / SGEMM", *("-" for _ in cards),
                  f"{rate(copy, 'GB/s')} / {gemm / 1e3:.1f} TFLOP/s" if copy and gemm else "not measured"])
@@ -418,28 +389,18 @@ def card_rows(run: Run) -> tuple[list[str], list[list[str]]]:
 
 def card_difference(run: Run) -> str | None:
     """The one sentence on how this run's card differs from the seeds' cards."""
-    here = run_card(run)
-    cards = []
-    for kernel in run.kernels:
-        card = seed_card(kernel)
-        if card is not None and card.name not in {c.name for c in cards}:
-            cards.append(card)
+    here, cards = run_card(run), seed_cards(run)
     if not cards:
         return None
-    parts, same = [], []
-    for card in cards:
-        if card.name.split(" (")[0].lower() in here.name.lower():
-            same.append(card.name)
-            continue
-        bandwidth = (f"{here.bandwidth_gb_s / card.bandwidth_gb_s:.2g}x the memory bandwidth"
-                     if here.bandwidth_gb_s and card.bandwidth_gb_s else "an unknown share of the memory bandwidth")
-        peak = (f"{here.fp32_peak_gflop_s / card.fp32_peak_gflop_s:.2g}x the FP32 peak"
-                if here.fp32_peak_gflop_s and card.fp32_peak_gflop_s else "an unknown share of the FP32 peak")
-        parts.append(f"{bandwidth} and {peak} of the {card.name}")
+    same = [card.name for card in cards if card.name.split(" (")[0].lower() in here.name.lower()]
+    share = lambda mine, theirs, what: (f"{mine / theirs:.2g}x the {what}" if mine and theirs  # noqa: E731
+                                        else f"an unknown share of the {what}")
+    parts = [f"{share(here.bandwidth_gb_s, card.bandwidth_gb_s, 'memory bandwidth')} and "
+             f"{share(here.fp32_peak_gflop_s, card.fp32_peak_gflop_s, 'FP32 peak')} of the {card.name}"
+             for card in cards if card.name not in same]
     text = (f"This run's {here.name} is the model the seed measured on ({', '.join(same)}); its clocks, driver and "
             "method may still differ. " if same else "")
     if parts:
-        text += (f"The published numbers come from other cards than this run's {here.name}, which has "
-                 + "; ".join(parts) + ". ")
+        text += f"The published numbers come from other cards than this run's {here.name}, which has {'; '.join(parts)}. "
     return text + ("So a published ratio is compared as a ratio, and a published time only after scaling it by the "
                    "ratio of the ceiling that bounds it.")

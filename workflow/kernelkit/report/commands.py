@@ -26,16 +26,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_figure(args: argparse.Namespace) -> int:
+    """The timing figure of --kernel, or (clock-figure) the figure of every NVML reading."""
     from kernelkit import figures
 
-    write_text_atomic(args.output, figures.timing_figure(_timed(args.timing), args.kernel))
-    return 0
-
-
-def cmd_clock_figure(args: argparse.Namespace) -> int:
-    from kernelkit import figures
-
-    write_text_atomic(args.output, figures.clock_figure(_timed(args.timing)))
+    timed = _timed(args.timing)
+    write_text_atomic(args.output, figures.timing_figure(timed, args.kernel) if args.kernel else figures.clock_figure(timed))
     return 0
 
 
@@ -54,9 +49,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         # Run checks every record it reads; what still slips through is named, never a traceback.
         raise KitError(f"a result file under {args.run_dir} cannot be reported ({type(error).__name__}: {error})") from None
     markdown = document.render_markdown(title, sections)
-    html = (document.render_html(title, sections, meta={MARKDOWN_HASH: sha256_text(markdown)})
-            if args.html else None)
-    write_outputs([(args.markdown, markdown), *([(args.html, html)] if html is not None else [])])
+    write_outputs([(args.markdown, markdown), *([(args.html, document.render_html(
+        title, sections, meta={MARKDOWN_HASH: sha256_text(markdown)}))] if args.html else [])])
     return 0
 
 
@@ -76,7 +70,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("clock-figure", help="the SVG of every NVML reading taken during the timed samples")
     p.add_argument("--output", required=True, help="the SVG to write")
     p.add_argument("timing", nargs="+", help="timing files (rep<n>.json) holding clock traces")
-    p.set_defaults(func=cmd_clock_figure)
+    p.set_defaults(func=cmd_figure, kernel=None)
 
     p = subparsers.add_parser("report", help="the report of one run directory, as Markdown and optionally HTML")
     p.add_argument("run_dir", help="results/<run>")

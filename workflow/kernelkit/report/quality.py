@@ -39,29 +39,36 @@ def limiter(launches: list[dict[str, Any]]) -> str:
     return f"{unit} ({pct:.0f}%)" if pct >= LIMITER_PCT else f"latency (top: {unit} {pct:.0f}%)"
 
 
+def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) -> str:
+    """A counter over the kernels one call launched: summed, or weighted by each launch's duration."""
+    pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
+    weight = sum(w for _, w in pairs)
+    if not weighted:
+        return f"{sum(v for v, _ in pairs):.0f}" if pairs else "n/a"
+    return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
+
+
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
     a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
     found = []
-    for r in records:
-        if not r.get("disturbed_samples"):
-            continue
-        tags = [r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])]
-        why = sampler.causes(tags)
+    for r in (r for r in records if r.get("disturbed_samples")):
+        why = sampler.causes([r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])
         found.append(f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
                      + (f" ({'; '.join(why)})" if why else ""))
     return found
 
 
-def run_time_paragraphs(run: Run) -> list[doc.Block]:
-    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks."""
+def run_time_paragraph(run: Run) -> doc.Paragraph:
+    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks; and
+    when the first timed target started and the last negative control ended: every timing of a
+    kernel waits for all of its controls, so that is the stretch more GPUs cannot shorten."""
     from kernelkit.records import run_time
 
-    records = run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values())
-    timed = run_time(records)
+    timed = run_time(run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values()))
     if not timed["jobs"]:
-        return [doc.Paragraph("The records of this run carry no job clocks (they predate them): wall time and "
-                              "lock waits are unknown.")]
+        return doc.Paragraph("The records of this run carry no job clocks (they predate them): wall time and "
+                             "lock waits are unknown.")
     wait = timed["lock_waited_s"]
     text = (f"{timed['jobs']} GPU jobs ran from the first start to the last end in {timed['wall_s']:.1f} s of wall "
             f"time ({timed['job_wall_s_total']:.1f} s of job time added up, so {timed['job_wall_s_total'] / timed['wall_s']:.1f} "
@@ -69,24 +76,12 @@ def run_time_paragraphs(run: Run) -> list[doc.Block]:
             f"for it {wait['total']:.1f} s in all (median {wait['median']:.2f} s, longest {wait['max']:.2f} s per job).")
     if timed["without_job_time"]:
         text += f" {timed['without_job_time']} records carry no job clock and are not counted."
-    text += checks_before_timing_sentence(run, timed["started_unix_s"])
-    return [doc.Paragraph(text)]
-
-
-def checks_before_timing_sentence(run: Run, started_unix_s: float) -> str:
-    """When the first timed target started and the last negative control ended, from the job
-    clocks: every timing of a kernel waits for all of its controls, so this is the stretch more
-    GPUs cannot shorten. Empty when either has no clock."""
-    from kernelkit.records import run_time
-
     timings, controls = run_time(run.timings + run.cold), run_time(run.controls)
-    if not timings["jobs"] or not controls["jobs"]:
-        return ""
-    first_timing = timings["started_unix_s"] - started_unix_s
-    last_control = controls["ended_unix_s"] - started_unix_s
-    return (f" The first timed target started {first_timing:.1f} s and the last negative control ended "
-            f"{last_control:.1f} s after the first job started (every timing of a kernel waits for all of its "
-            f"kernel's negative controls).")
+    if timings["jobs"] and controls["jobs"]:
+        text += (f" The first timed target started {timings['started_unix_s'] - timed['started_unix_s']:.1f} s and the "
+                 f"last negative control ended {controls['ended_unix_s'] - timed['started_unix_s']:.1f} s after the first "
+                 "job started (every timing of a kernel waits for all of its kernel's negative controls).")
+    return doc.Paragraph(text)
 
 
 def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
@@ -111,13 +106,9 @@ def looked_after(records: list[dict[str, Any]]) -> bool:
 def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets whose samples foreign work touched and which, with waiting enabled, were taken
     again after the GPU was idle: how often, and how long the waits took."""
-    found = []
-    for record in records:
-        retimed = record.get("retimed_after_foreign_work") or []
-        if retimed:
-            waited = sum(entry.get("then_waited", {}).get("waited_s", 0.0) for entry in retimed)
-            found.append(f"{_target(record)}: {len(retimed)}x, after waits of {waited:.1f} s")
-    return found
+    return [f"{_target(r)}: {len(retimed)}x, after waits of "
+            f"{sum(entry.get('then_waited', {}).get('waited_s', 0.0) for entry in retimed):.1f} s"
+            for r in records if (retimed := r.get("retimed_after_foreign_work") or [])]
 
 
 def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
@@ -142,44 +133,41 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
            "short timing)" if looked_after(sampled + run.spans) else "") + "."))
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
-    foreign = foreign_targets(sampled + run.spans)
+    foreign, retimed = foreign_targets(sampled + run.spans), retimed_targets(sampled + run.spans)
     if foreign:
         blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
                                     + "; ".join(foreign) + "."))
-    retimed = retimed_targets(sampled + run.spans)
     if retimed:
         blocks.append(doc.Paragraph(
             f"Foreign work touched the samples of {len(retimed)} timed targets or spans, which were taken again once the "
             "GPU was idle (gpu_lock.wait_for_idle; the record keeps the samples set aside): " + "; ".join(retimed) + "."))
-    blocks += run_time_paragraphs(run)
+    blocks.append(run_time_paragraph(run))
     waits = [r["method_used"]["clock_wait"] for r in sampled if r["method_used"].get("clock_wait", {}).get("enabled")]
     if waits:
         blocks.append(doc.Paragraph(
             f"Waiting for the clock was on: {len(waits)} targets waited {sum(w['waited_s'] for w in waits):.3f} s in all; "
             f"{sum(1 for w in waits if w['ready'] is False)} gave up at the timeout."))
-    return doc.Section("Clocks during timing", blocks)
-
-
-def _process_medians(records: list[dict[str, Any]]) -> list[float]:
-    """The median of each process's samples, the repeats one worker process ran pooled as one
-    (kernelkit.diff_inputs.samples_by_process): they show no spread between processes."""
-    from kernelkit.diff_inputs import samples_by_process
-
-    keyed = (((r["kernel"], r["shape"], r["layout"], r.get("repeat"), r.get("cache")), r) for r in records)
-    return [median(samples) for samples in samples_by_process(keyed)]
+    disturbed = sum(len(r.get("disturbed_samples") or []) for r in sampled)
+    return doc.Section("Clocks during timing", blocks, summary=(
+        f"Clocks during timing: {points} NVML readings over {len(sampled)} timed targets, SM clock "
+        f"{min(clocks):g}-{max(clocks):g} MHz, {disturbed} of {sum(len(r['samples_us']) for r in sampled)} samples "
+        "disturbed"))
 
 
 def noise_rows(run: Run) -> list[list[str]]:
     """Per configuration: spread inside each process, and between the processes' medians (both
     relative); "n/a" between where all the repeats ran in one process (or there is one repeat)."""
-    by_configuration: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for record in run.timings:
-        by_configuration.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
+    from kernelkit.diff_inputs import samples_by_process
+
     rows = []
     for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
                                                  key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
         within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
-        medians = _process_medians(by_configuration[(kernel, shape, layout)])
+        # One median per process, the repeats one worker process ran pooled as one: they show no
+        # spread between processes.
+        medians = [median(samples) for samples in samples_by_process(
+            ((r["kernel"], r["shape"], r["layout"], r.get("repeat"), r.get("cache")), r)
+            for r in run.records(kernel, shape, layout))]
         between = (max(medians) - min(medians)) / (sum(medians) / len(medians)) if len(medians) > 1 else None
         one_process = between is None and len(group) > 1
         rows.append([kernel, shape, layout, f"{100 * within:.2f}%",
@@ -224,7 +212,7 @@ def section_placements(run: Run) -> doc.Section | None:
                      "depends on placement" if spread > DIFF_THRESHOLD else ""])
     sensitive = sorted({" ".join(r[:3]) for r in rows if r[-1]})
     count = len(placed[0]["placements"])
-    return doc.Section("Buffer placement", [
+    return doc.Section("Buffer placement", summary="Buffer placement: every placement's median per timed target", blocks=[
         doc.Paragraph(
             f"Every timed target sampled {count} placements in its process: fresh copies of its buffers, placement i "
             "taken after i MiB more of the memory pool, so that they land at other addresses (each file records them). "
@@ -242,17 +230,15 @@ def section_cold(run: Run) -> doc.Section | None:
         return None
     pooled: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for cache, records in (("warm", run.timings), ("cold", run.cold)):
-        for record in records:
-            entry = pooled.setdefault((record["kernel"], record["shape"], record["layout"]), {"warm": [], "cold": []})
-            entry[cache] += record["samples_us"]
+        for r in records:
+            pooled.setdefault((r["kernel"], r["shape"], r["layout"]), {"warm": [], "cold": []})[cache] += r["samples_us"]
     rows = []
-    for (kernel, shape, layout), entry in sorted(pooled.items(), key=lambda i: (i[0][0], natural_key(i[0][1]), i[0][2])):
-        warm = median(entry["warm"]) if entry["warm"] else None
-        cold = median(entry["cold"]) if entry["cold"] else None
-        rows.append([kernel, shape, layout, _us(warm), _us(cold),
-                     f"{cold / warm:.2f}" if warm and cold else "n/a"])
+    for key, entry in sorted(pooled.items(), key=lambda i: (i[0][0], natural_key(i[0][1]), i[0][2])):
+        warm, cold = (median(entry[cache]) if entry[cache] else None for cache in ("warm", "cold"))
+        rows.append([*key, _us(warm), _us(cold), f"{cold / warm:.2f}" if warm and cold else "n/a"])
     flush = next((r["method_used"].get("flush") for r in run.cold if r["method_used"].get("flush")), {})
-    return doc.Section("Cold and warm cache", [
+    return doc.Section("Cold and warm cache", summary=f"Cold and warm cache: {len(run.cold)} cold-cache targets beside "
+                       "the warm ones", blocks=[
         doc.Paragraph("Cold: before every sample the kit writes a buffer of "
                       f"{flush.get('flush_bytes', 'n/a')} bytes (twice the L2 size the device reports, "
                       f"{flush.get('l2_bytes', 'n/a')} bytes) outside the timed interval, and reset persisting L2 lines "
@@ -265,30 +251,34 @@ def section_tools(run: Run) -> list[doc.Section]:
     """compute-sanitizer and Nsight Compute results, where the config asked for them."""
     sections = []
     if run.sanitizer:
-        rows = []
+        rows, clean = [], True
         for record in run.sanitizer:
             if "skipped" in record:
                 rows.append([record["kernel"], record["layout"], "skipped", "skipped", record["skipped"]])
                 continue
             # Counted from the tool's own output kept in the file, so a later reading of the
             # summary line (racecheck words it differently from memcheck) applies to old runs too.
-            counts = {t: sanitizer_errors(record["tools"][t]["tail"]) for t in ("memcheck", "racecheck")}
+            tools = record["tools"]
+            counts = {t: sanitizer_errors(tools[t]["tail"]) for t in ("memcheck", "racecheck")}
+            clean = clean and all(counts[t] == 0 and tools[t]["exit_code"] == 0 for t in counts)
             rows.append([record["kernel"], record["layout"],
                          *(str(counts[t]) if counts[t] is not None else "no summary line" for t in counts),
-                         "; ".join(f"{t} exit {record['tools'][t]['exit_code']}" for t in counts
-                                   if record["tools"][t]["exit_code"] != 0)])
-        subset = all("cases" in record for record in run.sanitizer if "skipped" not in record)
+                         "; ".join(f"{t} exit {tools[t]['exit_code']}" for t in counts if tools[t]["exit_code"] != 0)])
+        checked = [r for r in run.sanitizer if "skipped" not in r]
         over = ("the cases each record lists (KernelSpec.sanitizer_shapes_used: a few correctness shapes, pattern normal)"
-                " of each hand-written layout, gating its timing" if subset else
+                " of each hand-written layout, gating its timing" if all("cases" in r for r in checked) else
                 "every correctness case of each hand-written layout")
         together = sorted({record["kernel"] for record in run.sanitizer if len(record.get("checked_together", [])) > 1})
         joint = (f" The hand-written layouts of {', '.join(together)} ran together, one process per tool and kernel, "
                  "so each of their rows gives that joint run's counts." if together else "")
+        layouts = len({(r["kernel"], layout) for r in checked for layout in (r.get("layouts") or [r.get("layout")])})
         sections.append(doc.Section("Sanitizer", [
             doc.Paragraph(f"compute-sanitizer over {over} (the kit's own "
                           "correctness command run under the tool): memcheck's ERROR SUMMARY count, and racecheck's "
                           f"errors plus warnings from its RACECHECK SUMMARY line, read from the output kept in the file.{joint}"),
-            doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)]))
+            doc.Table(["Kernel", "Layout", "memcheck errors", "racecheck hazards", "Note"], rows)],
+            summary=f"Sanitizer: memcheck and racecheck found nothing in {layouts} hand-written layouts"
+            if clean and checked else None))
     else:
         runs = sorted({r.get("determinism_runs", 1) for r in run.correctness})
         repeated = (f"; each correctness case was launched {', '.join(map(str, runs))} times and had to repeat its bits"
@@ -297,31 +287,17 @@ def section_tools(run: Run) -> list[doc.Section]:
             "compute-sanitizer did not run in this run (config `sanitize` false or older kit): races and out-of-bounds "
             f"accesses were not checked by a tool, only through the correctness cases{repeated}.")]))
     if run.profiles:
-        medians: dict[tuple[str, str, str], list[float]] = {}
-        for record in run.timings:
-            medians.setdefault((record["kernel"], record["shape"], record["layout"]), []).extend(record["samples_us"])
         rows = []
         for record in sorted(run.profiles, key=lambda r: (r["kernel"], natural_key(r["shape"]), r["layout"])):
             key = (record["kernel"], record["shape"], record["layout"])
-            timed = _us(median(medians[key])) if key in medians else "n/a"
-            if "skipped" in record:
-                rows.append([*key, timed, *[""] * (len(SPEED_OF_LIGHT) + 4), f"skipped: {record['skipped']}"])
-                continue
-            launches = record["launches"]
-
-            def total(name: str) -> str:
-                values = [x[name] for x in launches if isinstance(x.get(name), float)]
-                return f"{sum(values):.0f}" if values else "n/a"
-
-            def weighted(name: str) -> str:
-                pairs = [(x[name], x.get("duration_ns", 1.0)) for x in launches if isinstance(x.get(name), float)]
-                weight = sum(w for _, w in pairs)
-                return f"{sum(v * w for v, w in pairs) / weight:.1f}" if pairs and weight else "n/a"
-
-            rows.append([*key, timed, *(weighted(name) for name, _ in SPEED_OF_LIGHT), weighted("achieved_occupancy_pct"),
-                         total("instructions_executed"),
-                         total("shared_bank_conflicts"), limiter(launches),
-                         f"{len(launches)} kernel launch(es)"])
+            launches = record.get("launches", [])
+            rows.append([*key, _us(run.pooled_median(*key)), *[""] * (len(SPEED_OF_LIGHT) + 4),
+                         f"skipped: {record['skipped']}"] if "skipped" in record else [
+                *key, _us(run.pooled_median(*key)),
+                *(_counter(launches, name, weighted=True)
+                  for name in [n for n, _ in SPEED_OF_LIGHT] + ["achieved_occupancy_pct"]),
+                _counter(launches, "instructions_executed"), _counter(launches, "shared_bank_conflicts"),
+                limiter(launches), f"{len(launches)} kernel launch(es)"])
         sections.append(doc.Section("Counters (Nsight Compute)", [
             doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
                           "saw them); percentages are duration-weighted over the kernels the call launched, counts "

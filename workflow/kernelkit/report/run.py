@@ -12,8 +12,8 @@ from typing import Any, Iterable
 
 from kernelkit import KitError, sanitizer, stats
 from kernelkit import spec as specs
-from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.nvml import is_unavailable
+from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.records import read_checked, read_run_records, split_skipped
 from kernelkit.summary import natural_key, summarize_records
 
@@ -70,6 +70,9 @@ class Run:
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
         self.table = summarize_records(self.timings)
+        self._configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for record in self.timings:
+            self._configs.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
         self._specs: dict[str, specs.KernelSpec | None] = {}
 
     @property
@@ -107,16 +110,31 @@ class Run:
         """Layouts whose timing files name a library: baselines, not hand-written kernels."""
         return {r["layout"] for r in self.timings if r["kernel"] == kernel and "library" in r}
 
-    def pooled(self, kernel: str, shape: str, layout: str) -> list[float]:
-        return [s for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)
-                for s in r["samples_us"]]
+    def records(self, kernel: str, shape: str, layout: str) -> list[dict[str, Any]]:
+        return self._configs.get((kernel, shape, layout), [])
 
     def pooled_median(self, kernel: str, shape: str, layout: str) -> float | None:
-        samples = self.pooled(kernel, shape, layout)
+        samples = [s for r in self.records(kernel, shape, layout) for s in r["samples_us"]]
         return median(samples) if samples else None
 
-    def records(self, kernel: str, shape: str, layout: str) -> list[dict[str, Any]]:
-        return [r for r in self.timings if (r["kernel"], r["shape"], r["layout"]) == (kernel, shape, layout)]
+    def repeat_medians(self, kernel: str, shape: str, layout: str) -> dict[int, float]:
+        """Each repeat's median of one configuration, by repeat number."""
+        return {r["repeat"]: median(r["samples_us"]) for r in self.records(kernel, shape, layout)}
+
+    def repeat_ratios(self, kernel: str, shape: str, top: str, bottom: str) -> list[float]:
+        """top / bottom median per repeat, over the repeats both have."""
+        a, b = self.repeat_medians(kernel, shape, top), self.repeat_medians(kernel, shape, bottom)
+        return [a[n] / b[n] for n in sorted(set(a) & set(b))]
+
+    def medians(self, kernel: str, shape: str) -> dict[str, float]:
+        """Pooled median per timed layout at a shape, in the layouts' order."""
+        return {layout: m for layout in self.layouts(kernel) if (m := self.pooled_median(kernel, shape, layout))}
+
+    def fastest(self, kernel: str, shape: str) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
+        """The fastest hand-written and the fastest library layout at a shape, each with its pooled median."""
+        medians, libraries = self.medians(kernel, shape), self.libraries(kernel)
+        return tuple(min(((l, m) for l, m in medians.items() if (l in libraries) == library),  # type: ignore[return-value]
+                         key=lambda item: item[1], default=None) for library in (False, True))
 
     def byte_counts(self, record: dict[str, Any]) -> tuple[int, int]:
         """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's."""
@@ -153,26 +171,20 @@ class Run:
         return None if self.l2_bytes is None else working_set <= self.l2_bytes
 
 
-def fmt(value: Any, unit: str = "") -> str:
+def fmt(value: Any) -> str:
+    """A field of a record as the report prints it: "n/a" for None, floats short, lists joined."""
     if value is None:
         return "n/a"
-    if is_unavailable(value):
-        return str(value)
     if isinstance(value, float):
-        return f"{value:g}{unit}"
-    if isinstance(value, list):
-        return ", ".join(map(str, value)) or "none"
-    return f"{value}{unit}"
+        return f"{value:g}"
+    return (", ".join(map(str, value)) or "none") if isinstance(value, list) else str(value)
 
 
 def unavailable_fields(record: Any, prefix: str = "") -> list[tuple[str, str]]:
-    found = []
+    """Every field of a nested record that says why it could not be read, by its dotted name."""
     if isinstance(record, dict):
-        for key, value in record.items():
-            found += unavailable_fields(value, f"{prefix}{key}.")
-    elif is_unavailable(record):
-        found.append((prefix.rstrip("."), record))
-    return found
+        return [found for key, value in record.items() for found in unavailable_fields(value, f"{prefix}{key}.")]
+    return [(prefix.rstrip("."), record)] if is_unavailable(record) else []
 
 
 def snapshots(run: Run) -> Iterable[tuple[dict[str, Any], str, dict[str, Any]]]:
@@ -191,3 +203,12 @@ def method_used(record: dict[str, Any]) -> str:
                                       "launches_per_sample": record["method"]["launches_per_graph"]})
     name = "graph replay" if used["name"] == "cuda_graph_replay" else "back-to-back events"
     return f"{name}, {used['launches_per_sample']} per sample"
+
+
+def rated_bandwidth_gb_s(run: Run) -> float | None:
+    """Rated DRAM bandwidth from the environment record's bus width and memory clock, where it has both."""
+    width, clock = run.environment.get("cuda", {}).get("memory_bus_width_bits"), run.environment.get("gpu", {}).get(
+        "memory_clock_max_mhz")
+    if isinstance(width, int) and isinstance(clock, (int, float)):
+        return 2 * clock * 1e6 * width / 8 / 1e9  # double data rate
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelkit import document as doc
+from kernelkit import units
 from kernelkit.report.run import Run, fmt, snapshots, target_name, unavailable_fields
 
 
@@ -14,56 +15,30 @@ def timing_settings(run: Run) -> dict[str, Any]:
         values = sorted({get(r) for r in run.timings}, key=str)
         return values[0] if len(values) == 1 else values
 
-    return {
-        "warmup_launches": seen(lambda r: r["method"].get("warmup_launches")),
-        "launches_per_graph": seen(lambda r: r["method"].get("launches_per_graph")),
-        "samples": seen(lambda r: r["method"].get("samples")),
-        "max_sample_ms": seen(lambda r: r["method"].get("max_sample_ms", 20)),
-        "untimed_replays": seen(lambda r: r["method"].get("untimed_replays", 1)),
-        "repeats": len({r["repeat"] for r in run.timings}),
-        "order_seed": seen(lambda r: r["order"].get("seed")),
-        "patterns": sorted({r["input_pattern"] for r in run.timings}),
-    }
-
-
-def span_settings(run: Run) -> dict[str, Any] | None:
-    if not run.spans:
-        return None
-    method = run.spans[0]["method"]
-    return {"warmup_calls": method.get("warmup_calls"), "rounds": method.get("rounds"),
-            "samples_per_round": method.get("samples_per_round"), "repeats": len({r["repeat"] for r in run.spans})}
+    settings = {key: seen(lambda r, key=key, default=default: r["method"].get(key, default)) for key, default in (
+        ("warmup_launches", None), ("launches_per_graph", None), ("samples", None), ("max_sample_ms", 20),
+        ("untimed_replays", 1))}
+    return {**settings, "repeats": len({r["repeat"] for r in run.timings}),
+            "order_seed": seen(lambda r: r["order"].get("seed")),
+            "patterns": sorted({r["input_pattern"] for r in run.timings})}
 
 
 def where_targets_ran(run: Run) -> str:
     """Which processes timed what, read from the records' job clocks and orders, never assumed:
     how many processes wrote the timing records, how many layouts each timed, and whether the
     repeats of every configuration came from separate processes."""
-    processes: dict[Any, list[dict[str, Any]]] = {}
-    for index, record in enumerate(run.timings):
-        process = (record.get("job") or {}).get("process") or (record.get("job") or {}).get("worker") or {}
-        key = (process.get("pid"), process.get("started_unix_s")) if process.get("pid") else ("own", index)
-        processes.setdefault(key, []).append(record)
-    if not processes:
-        return "No timed target ran"
-    per = sorted(len(records) for records in processes.values())
-    spread = f"{per[0]}" if per[0] == per[-1] else f"{per[0]} to {per[-1]}"
-    text = (f"{len(run.timings)} timing records came from {len(processes)} processes, each timing {spread} "
-            f"layout{'s' if per[-1] != 1 else ''}")
-    ordered = [r for r in run.timings if isinstance(r.get("order"), dict) and "layouts" in r["order"]]
-    if ordered:
+    from kernelkit.diff_inputs import by_process, shared_processes
+
+    processes = by_process(enumerate(run.timings))
+    per = [len(records) for records in processes.values()]
+    text = (f"{len(run.timings)} timing records came from {len(processes)} processes, each timing {units.extent(per)} "
+            f"layout{'s' if max(per) != 1 else ''}")
+    if any(isinstance(r.get("order"), dict) and "layouts" in r["order"] for r in run.timings):
         text += " of one kernel/shape/repeat in a seeded shuffled order (each record names the order and its place in it)"
-    configurations: dict[Any, set[Any]] = {}
-    for key, records in processes.items():
-        for record in records:
-            configurations.setdefault((record.get("kernel"), record.get("shape"), record.get("layout")), set()).add(key)
-    repeats = {config: {r.get("repeat") for r in run.timings
-                        if (r.get("kernel"), r.get("shape"), r.get("layout")) == config} for config in configurations}
-    shared = sum(1 for config, keys in configurations.items() if len(keys) < len(repeats[config]))
+    configurations, shared = shared_processes(processes)
     if shared:
-        text += f"; in {shared} of {len(configurations)} configurations, repeats shared a process"
-    else:
-        text += f"; every repeat of each of the {len(configurations)} configurations ran in a process of its own"
-    return text
+        return text + f"; in {shared} of {configurations} configurations, repeats shared a process"
+    return text + f"; every repeat of each of the {configurations} configurations ran in a process of its own"
 
 
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
@@ -117,18 +92,18 @@ def section_method(run: Run) -> doc.Section:
             "runs, so launch overhead is hidden unless a call is shorter than its launch). Why capture failed, "
             f"from the files: {sorted({r['method_used']['capture_error'] for r in events})[0]} "
             f"({', '.join(sorted({r['kernel'] + ' ' + r['layout'] for r in events}))})."))
-    switch = context_switch_paragraph(run)
-    if switch:
-        blocks.append(switch)
-    span = span_settings(run)
-    if span:
+    blocks += filter(None, [context_switch_paragraph(run)])
+    if run.spans:
+        span = run.spans[0]["method"]
         blocks.append(doc.Paragraph(
-            f"Span view: one process per kernel, shape and repeat ({span['repeats']} repeat(s)) times every configured "
-            f"layout of that shape: {fmt(span['warmup_calls'])} untimed calls of each, then {fmt(span['rounds'])} "
-            f"rounds; round r starts with the r-th layout, and in its turn a layout gets one untimed call, then "
-            f"{fmt(span['samples_per_round'])} samples, each a pair of CUDA events around one call followed by a "
-            "synchronisation."))
-    return doc.Section("Method", blocks)
+            f"Span view: one process per kernel, shape and repeat ({len({r['repeat'] for r in run.spans})} repeat(s)) "
+            f"times every configured layout of that shape: {fmt(span.get('warmup_calls'))} untimed calls of each, then "
+            f"{fmt(span.get('rounds'))} rounds; round r starts with the r-th layout, and in its turn a layout gets one "
+            f"untimed call, then {fmt(span.get('samples_per_round'))} samples, each a pair of CUDA events around one "
+            "call followed by a synchronisation."))
+    return doc.Section("Method", blocks, summary=(
+        f"Method: {t['samples']} samples of a CUDA graph replay of {launches} launches after {t['warmup_launches']} "
+        f"warm-up launches, {t['repeats']} repeat(s), order seed {t['order_seed']}"))
 
 
 def environment_rows(run: Run) -> list[tuple[str, str]]:
@@ -166,7 +141,7 @@ def clock_rows(run: Run) -> list[tuple[str, str, str]]:
     for key, label in (("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "Memory clock (MHz)"),
                        ("temperature_c", "Temperature (C)"), ("power_draw_w", "Power draw (W)")):
         seen = [s[key] for _, _, s in snapshots(run) if isinstance(s.get(key), (int, float))]
-        rows.append((label, f"{min(seen):g}" if seen else "not recorded", f"{max(seen):g}" if seen else "not recorded"))
+        rows.append((label, *((f"{extreme(seen):g}" for extreme in (min, max)) if seen else ["not recorded"] * 2)))
     return rows
 
 

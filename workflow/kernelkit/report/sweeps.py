@@ -8,6 +8,7 @@ spec refused); `section_sweeps` renders it, with one figure per sweep of time ac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernelkit import KitError
 from kernelkit import document as doc
@@ -41,51 +42,41 @@ class SweepResult:
 
 
 def _points(run: Run, kernel: str, base: str) -> list[str]:
-    found = []
-    for layout in run.layouts(kernel):
+    def parsed(layout: str) -> tuple[str, Any] | None:
         try:
-            parsed = specs.parse_point(layout)
+            return specs.parse_point(layout)
         except KitError:
-            continue
-        if parsed is not None and parsed[0] == base:
-            found.append(layout)
-    return found
+            return None
+
+    return [layout for layout in run.layouts(kernel) if (point := parsed(layout)) is not None and point[0] == base]
 
 
 def _grid_counts(run: Run, kernel: str, base: str) -> tuple[int | None, int | None]:
     spec = run.spec(kernel)
     if spec is None or base not in spec.sweeps:
         return None, None
-    shapes = [spec.parse_shape(shape) for shape in run.config["kernels"][kernel]["shapes"]]
-    sweep = spec.sweep(base, shapes)
+    sweep = spec.sweep(base, [spec.parse_shape(shape) for shape in run.config["kernels"][kernel]["shapes"]])
     return len(sweep.valid) + len(sweep.invalid), len(sweep.invalid)
 
 
 def sweep_results(run: Run) -> list[SweepResult]:
     results = []
     for kernel in run.kernels:
-        libraries = run.libraries(kernel)
         for base in run.config.get("kernels", {}).get(kernel, {}).get("sweeps", []):
-            points = _points(run, kernel, base)
-            grid_size, invalid = _grid_counts(run, kernel, base)
+            points, (grid_size, invalid) = _points(run, kernel, base), _grid_counts(run, kernel, base)
             for shape in run.shapes(kernel):
                 medians = {p: m for p in points if (m := run.pooled_median(kernel, shape, p)) is not None}
                 if not medians:
                     continue
                 ordered = dict(sorted(medians.items(), key=lambda item: item[1]))
-                best = next(iter(ordered))
-                judged = judge(run, kernel, shape, best)
+                judged = judge(run, kernel, shape, next(iter(ordered)))
                 results.append(SweepResult(
                     kernel, base, shape, ordered,
-                    {p: [r["median_us"] for r in _repeat_rows(run, kernel, shape, p)] for p in ordered},
+                    {p: [m for _, m in sorted(run.repeat_medians(kernel, shape, p).items())] for p in ordered},
                     grid_size, invalid, judged.fraction, judged.ceiling,
-                    {lib: m for lib in sorted(libraries) if (m := run.pooled_median(kernel, shape, lib)) is not None}))
+                    {lib: m for lib in sorted(run.libraries(kernel))
+                     if (m := run.pooled_median(kernel, shape, lib)) is not None}))
     return results
-
-
-def _repeat_rows(run: Run, kernel: str, shape: str, layout: str) -> list[dict[str, float]]:
-    rows = run.table[(run.table["kernel"] == kernel) & (run.table["shape"] == shape) & (run.table["layout"] == layout)]
-    return rows.sort_values("repeat").to_dict("records")
 
 
 def _row(result: SweepResult) -> list[str]:

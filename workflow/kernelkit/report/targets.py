@@ -35,32 +35,28 @@ def target_rows(run: Run, kernel: str) -> list[TargetRow]:
     rows = []
     for shape in run.shapes(kernel):
         for layout in run.layouts(kernel):
-            records = run.records(kernel, shape, layout)
-            if not records:
-                continue
-            noise = max((statistics.stdev(r["samples_us"]) / statistics.mean(r["samples_us"])
-                         if len(r["samples_us"]) > 1 else 0.0) for r in records)
-            compulsory, issued = run.byte_counts(records[0])
-            rows.append(TargetRow(kernel, shape, layout, run.pooled_median(kernel, shape, layout) or 0.0, noise,
-                                  len(records), compulsory, issued, int(records[0]["flops"]),
-                                  judge(run, kernel, shape, layout), layout in run.libraries(kernel)))
+            if records := run.records(kernel, shape, layout):
+                noise = max(statistics.stdev(r["samples_us"]) / statistics.mean(r["samples_us"])
+                            if len(r["samples_us"]) > 1 else 0.0 for r in records)
+                rows.append(TargetRow(kernel, shape, layout, run.pooled_median(kernel, shape, layout) or 0.0, noise,
+                                      len(records), *run.byte_counts(records[0]), int(records[0]["flops"]),
+                                      judge(run, kernel, shape, layout), layout in run.libraries(kernel)))
     return rows
+
+
+TARGET_HEADER = ["Shape", "Layout", "Median", "Noise", "Bytes (compulsory)", "Rate", "Of ceiling", "Ceiling",
+                 "Served by", "Note"]
 
 
 def _render_row(row: TargetRow) -> list[str]:
     j = row.judgement
     rate = (units.arithmetic(row.flops, row.median_us) if j.bound == "arithmetic"
             else units.bandwidth(row.compulsory_bytes, row.median_us))
-    bytes_cell = units.size(row.compulsory_bytes) + (f" ({units.size(row.issued_bytes)} issued)"
-                                                     if row.issued_bytes != row.compulsory_bytes and not row.library
-                                                     else "")
-    return [row.shape, row.layout, units.duration(row.median_us), f"{100 * row.noise:.2f}%", bytes_cell, rate,
+    issued = row.issued_bytes != row.compulsory_bytes and not row.library
+    return [row.shape, row.layout, units.duration(row.median_us), f"{100 * row.noise:.2f}%",
+            units.size(row.compulsory_bytes) + (f" ({units.size(row.issued_bytes)} issued)" if issued else ""), rate,
             f"{j.fraction:.2f}" if j.fraction is not None else "n/a", j.ceiling or "-",
             "L2-resident" if j.memory == "L2" else "DRAM", j.note]
-
-
-TARGET_HEADER = ["Shape", "Layout", "Median", "Noise", "Bytes (compulsory)", "Rate", "Of ceiling", "Ceiling",
-                 "Served by", "Note"]
 
 
 def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
@@ -112,13 +108,10 @@ def cards_line(run: Run, kernel: str) -> str | None:
     for shape in run.shapes(kernel):
         for label in run.cards_of(kernel, shape):
             by_card.setdefault(label, []).append(shape)
-    if not by_card:
-        return None
-    text = "Cards: " + "; ".join(f"{label} timed {', '.join(shapes)}" for label, shapes in sorted(by_card.items()))
     mixed = run.mixed_card_shapes(kernel)
-    if mixed:
-        text += f". The layouts of {', '.join(mixed)} were timed on several cards, so they are compared across cards"
-    return text + "."
+    return ("Cards: " + "; ".join(f"{label} timed {', '.join(shapes)}" for label, shapes in sorted(by_card.items()))
+            + (f". The layouts of {', '.join(mixed)} were timed on several cards, so they are compared across cards"
+               if mixed else "") + ".") if by_card else None
 
 
 def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
@@ -133,22 +126,21 @@ def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
         rows = target_rows(run, kernel)
         inner: list[doc.Block] = [figures[kernel]] if kernel in figures else []
         inner.append(doc.Table(TARGET_HEADER, [_render_row(r) for r in rows], numeric=(2, 3, 4, 5, 6)))
-        cards = cards_line(run, kernel)
-        if cards:
+        if cards := cards_line(run, kernel):
             inner.append(doc.Paragraph(cards))
-        inner.append(doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"))
-        inner.append(doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
-            [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]), "yes" if f["agree"] else "no"]
-            for f in faster_layouts(run.table, kernel)]))
-        inner.append(doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"))
-        inner.append(doc.Table(
-            ["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)", "Local memory (bytes)",
-             "Max threads per block", "Block"], resource_rows(run, kernel), numeric=(1, 2, 3, 4, 5)))
-        libraries = library_rows(run, kernel)
-        if libraries:
-            inner.append(doc.Paragraph("Library baselines, each with the method it calls (their kernels are the "
-                                       "library's: no resources are read):"))
-            inner.append(doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries))
+        inner += [
+            doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"),
+            doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
+                [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]),
+                 "yes" if f["agree"] else "no"] for f in faster_layouts(run.table, kernel)]),
+            doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"),
+            doc.Table(["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)",
+                       "Local memory (bytes)", "Max threads per block", "Block"], resource_rows(run, kernel),
+                      numeric=(1, 2, 3, 4, 5))]
+        if libraries := library_rows(run, kernel):
+            inner += [doc.Paragraph("Library baselines, each with the method it calls (their kernels are the library's: "
+                                    "no resources are read):"),
+                      doc.Table(["Layout", "Package", "Version", "Call", "Kernel time taken by"], libraries)]
         shapes = run.shapes(kernel)
         blocks.append(doc.Details(f"{kernel}: {len(rows)} configurations ({len(shapes)} shape{'s' if len(shapes) != 1 else ''}"
                                   f" x {len(run.layouts(kernel))} layouts), every sample in a figure", inner))
