@@ -8,6 +8,7 @@ the first two (the default profile against --cores 1) is reports/diff/<second>__
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,26 +30,38 @@ RUNS = reference_runs()
 pytestmark = pytest.mark.skipif(not RUNS, reason="no reference run is committed yet (results/README.md lists none)")
 
 
-def kit(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kernelkit", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+def kit(tree: Path, *args: str) -> subprocess.CompletedProcess:
+    """The kit's command run in `tree`, a checkout's layout whose results/ and kernels/ are this
+    checkout's (linked): the pages link to records by relative path, so they are written where the
+    committed ones stand, relative to the records."""
+    (tree / "results").mkdir(exist_ok=True)
+    for run in RUNS:
+        if not (tree / "results" / run).exists():
+            (tree / "results" / run).symlink_to(REPO / "results" / run)
+    if not (tree / "kernels").exists():
+        (tree / "kernels").symlink_to(REPO / "kernels")
+    return subprocess.run([sys.executable, "-m", "kernelkit", *args], cwd=tree, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO / "workflow"), "KERNELKIT_KERNELS": "kernels"})
 
 
 @pytest.mark.parametrize("run", RUNS or ["none"])
 def test_a_reference_runs_report_is_what_this_kit_renders_from_its_records(run, tmp_path):
-    done = kit("report", f"results/{run}", "--figures", f"reports/{run}/figures",
-               "--markdown", str(tmp_path / "report.md"), "--html", str(tmp_path / "report.html"))
+    out = tmp_path / "reports" / run
+    out.mkdir(parents=True)
+    done = kit(tmp_path, "report", f"results/{run}", "--figures", str(REPO / "reports" / run / "figures"),
+               "--markdown", f"reports/{run}/report.md", "--html", f"reports/{run}/report.html")
     assert done.returncode == 0, done.stderr
     for name in ("report.md", "report.html"):
-        assert (tmp_path / name).read_bytes() == (REPO / "reports" / run / name).read_bytes(), name
+        assert (out / name).read_bytes() == (REPO / "reports" / run / name).read_bytes(), name
 
 
 @pytest.mark.skipif(len(RUNS) < 2, reason="the reference diff needs the two reference runs of the default config")
 def test_the_reference_diff_is_what_this_kit_renders_from_the_two_runs(tmp_path):
     first, second = RUNS[:2]
-    done = kit("diff", f"results/{first}", f"results/{second}",
-               "--markdown", str(tmp_path / "diff.md"), "--html", str(tmp_path / "diff.html"))
+    pair = f"reports/diff/{first}__vs__{second}"
+    (tmp_path / pair).mkdir(parents=True)
+    done = kit(tmp_path, "diff", f"results/{first}", f"results/{second}",
+               "--markdown", f"{pair}/diff.md", "--html", f"{pair}/diff.html")
     assert done.returncode == 0, done.stderr
-    folder = REPO / "reports" / "diff" / f"{first}__vs__{second}"
     for name in ("diff.md", "diff.html"):
-        assert (tmp_path / name).read_bytes() == (folder / name).read_bytes(), name
+        assert (tmp_path / pair / name).read_bytes() == (REPO / pair / name).read_bytes(), name
