@@ -26,9 +26,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from kernelkit import KitError, sweeps
 from kernelkit import config as kit_config
 from kernelkit import layout as paths
-from kernelkit import sweeps
 
 # Snakemake priorities (only jobs that are ready together are ordered by them): the environment
 # first, so that a machine without a GPU fails there; the ceilings next, on a GPU as cold as the
@@ -180,10 +180,6 @@ class Plan:
     def target_problem(self, target: str, gpus: list[int] | None = None) -> str | None:
         """One sentence on what is wrong with a target path a command names, or None for one this
         plan builds (or that is not a run's record, which Snakemake judges itself)."""
-        import os
-
-        from kernelkit import KitError
-
         clean = os.path.normpath(os.path.relpath(target) if os.path.isabs(target) else target)
         if clean == ".." or clean.startswith("../"):
             return f"target '{target}' is outside this checkout; name it from the repository root, as results/{self.run}/..."
@@ -203,15 +199,14 @@ class Plan:
             if part.get("view", "timing") not in ("timing", "cold") or clean == self.path(paths.CLOCK_FIGURE):
                 return None
             try:
-                return self._part_problem(part, template, gpus)
+                return self.check_parts(part, template, gpus)
             except KitError as error:
                 return f"target '{target}': {error}"
         return None
 
-    def _part_problem(self, part: dict[str, str], template: str, gpus: list[int] | None) -> None:
-        """Raise KitError naming the first part of a target that the config does not allow."""
-        from kernelkit import KitError
-
+    def check_parts(self, part: Mapping[str, str], template: str, gpus: list[int] | None) -> None:
+        """Raise KitError naming the first part of a target (its path's wildcards) that the config
+        does not allow: the one judge of targets, for named paths and Snakemake's wildcards alike."""
         def allowed(what: str, value: str, choices: list[str], where: str) -> None:
             if value not in choices:
                 raise KitError(f"{what} '{value}' is not {where}; allowed: {', '.join(choices) or '(none)'}")

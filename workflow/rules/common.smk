@@ -144,47 +144,37 @@ def checks_of(kernel):
     }
 
 
-def checked_shape(kernel, shape):
-    if shape not in PLAN.shapes(kernel):
-        raise WorkflowError(f"shape '{shape}' is not configured for kernel '{kernel}'; allowed: {', '.join(PLAN.shapes(kernel))}")
-    return shape
+def checked(template, **part):
+    """The wildcards of a job, judged by the plan as it judges a named target (one sentence)."""
+    try:
+        PLAN.check_parts({key: str(value) for key, value in part.items()}, template, GPUS)
+    except KitError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def timing_job(kernel, wildcards):
     """The plan's timing job of a target, or one sentence saying what is allowed."""
-    checked_shape(kernel, wildcards.shape)
-    repeat = int(wildcards.n)
-    if repeat > REPEATS:
-        raise WorkflowError(f"repeat {repeat} is beyond config key 'timing.repeats' ({REPEATS})")
+    checked(paths.TIMING, kernel=kernel, shape=wildcards.shape, n=wildcards.n, view=wildcards.view)
     cache = "cold" if wildcards.view == "cold" else "warm"
-    for job in PLAN.timing_jobs():
-        if (job.kernel, job.shape, job.repeat, job.cache) == (kernel, wildcards.shape, repeat, cache):
-            return job
-    raise WorkflowError(f"{cache}-cache targets are not configured; config key 'timing.cache' allows: {', '.join(PLAN.caches)}")
+    return next(job for job in PLAN.timing_jobs()
+                if (job.kernel, job.shape, job.repeat, job.cache) == (kernel, wildcards.shape, int(wildcards.n), cache))
 
 
 def checked_span(wildcards):
-    if wildcards.kernel not in PLAN.span_kernels:
-        raise WorkflowError(f"kernel '{wildcards.kernel}' has no span targets; config key 'span.kernels' allows: "
-                            f"{', '.join(PLAN.span_kernels) or '(none: the config has no span key)'}")
-    checked_shape(wildcards.kernel, wildcards.shape)
-    repeat = int(wildcards.n)
-    if repeat > PLAN.span_repeats:
-        raise WorkflowError(f"span repeat {repeat} is beyond config key 'span.repeats' ({PLAN.span_repeats})")
-    return repeat
+    checked(paths.SPAN, kernel=wildcards.kernel, shape=wildcards.shape, n=wildcards.n)
+    return int(wildcards.n)
 
 
 def checked_kernel(wildcards):
-    if wildcards.kernel not in KERNELS:
-        raise WorkflowError(f"kernel '{wildcards.kernel}' is not configured; allowed: {', '.join(KERNELS)}")
+    checked(paths.CORRECTNESS, kernel=wildcards.kernel)
     return wildcards.kernel
 
 
 def profile_inputs(wildcards):
     """Counters only for a configuration whose checks passed and whose timing is done, so the
     profiler never runs beside a timed target."""
-    kernel = checked_kernel(wildcards)
-    checked_shape(kernel, wildcards.shape)
+    kernel = wildcards.kernel
+    checked(paths.PROFILE, kernel=kernel, shape=wildcards.shape)
     return frozen([name for job in PLAN.timing_jobs() if (job.kernel, job.shape, job.cache) == (kernel, wildcards.shape, "warm")
                    for name in PLAN.timing_job_files(job) if f"/{wildcards.layout}/" in name])
 
@@ -195,10 +185,7 @@ def card_of(kernel=None, shape=None, gpu=None):
     if not GPUS:
         return None
     if gpu is not None:
-        further = GPUS[1:]
-        if int(gpu) not in further:
-            raise WorkflowError(f"card {int(gpu)} is not a further card of this run (config key 'gpus'); "
-                                f"allowed: {', '.join(map(str, further)) or '(none)'}")
+        checked(paths.CARD_DIR, gpu=gpu)
         return int(gpu)
     if kernel is None:
         return GPUS[0]
