@@ -34,41 +34,18 @@ def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[
     Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
     fail with the kit's one sentence about the missing GPU, as they do on one card.
     """
-    listed = _listed(configured, os.environ if environ is None else environ)
-    return list(range(_nvml_count() or 1)) if listed is COUNTED else listed
-
-
-# What _listed answers when neither the config nor the environment lists the cards: NVML counts them.
-COUNTED = "counted"
-
-
-def _listed(configured: Any, environ: Mapping[str, str]) -> list[int] | None | str:
-    """discover's answer where the config or the environment decides it, else COUNTED."""
-    if configured == "allocated":
+    environ = os.environ if environ is None else environ
+    if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
     if configured is not None:
         return sorted(set(int(index) for index in configured))
-    if environ.get("SLURM_JOB_ID"):
-        return None
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip():
-        entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-        if not all(entry.isdigit() for entry in entries):
-            raise KitError(
-                f"CUDA_VISIBLE_DEVICES={visible} names devices other than by index; "
-                "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
+    entries = [entry.strip() for entry in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    if not all(entry.isdigit() for entry in entries):
+        raise KitError(f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices other than by index; "
+                       "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
+    if entries:
         return sorted(set(int(entry) for entry in entries))
-    return COUNTED
-
-
-def first_card(configured: Any, environ: Mapping[str, str] | None = None) -> int | None:
-    """The first card discover() gives, without NVML (its count only adds cards after card 0), or
-    None where it gives none. Why: the workflow starts that card's worker pool before NVML has
-    counted the cards (0.13-0.19 s on an H200, 2026-12-01)."""
-    listed = _listed(configured, os.environ if environ is None else environ)
-    if listed is COUNTED:
-        return 0
-    return listed[0] if listed else None
+    return list(range(_nvml_count() or 1))
 
 
 def from_command_line(value: Any) -> Any:
