@@ -4,12 +4,11 @@ they are written, apart from the records, which the stages write (kernelkit.reco
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import _temp_prefix, _umask, printable
+from kernelkit.records import printable, write_temp
 
 
 def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
@@ -48,12 +47,9 @@ def _check_outputs(chosen: list[Path]) -> list[Path]:
 def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
     """Write a command's outputs (report.md and report.html, say) so that they are replaced together.
 
-    Each is written to a temporary file in its folder, then all are renamed into place, with
-    SIGINT and SIGTERM held back from the first temporary file to the last rename (noted by a
-    handler of the process, whichever thread the kernel hands them to, and raised again at the
-    end): an interrupt then leaves the old outputs or the new ones, never a mix and never a
-    temporary file. Writers of the same folder take turns (an flock on the folder). Any failure is
-    one sentence (KitError).
+    All are written to temporary files, then renamed into place, with SIGINT and SIGTERM held back
+    from the first write to the last rename and raised again after: an interrupt leaves the old
+    outputs or the new ones, never a mix. Writers of the same folder take turns (an flock on it).
     """
     import fcntl
     import signal
@@ -76,13 +72,7 @@ def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
                 if folder not in locked:
                     locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
                     fcntl.flock(locked[folder], fcntl.LOCK_EX)
-                handle_fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path.name))
-                pending.append((tmp, path))
-                with os.fdopen(handle_fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, 0o666 & ~_umask())
+                pending.append((write_temp(path, text.encode("utf-8")), path))
             except OSError as error:
                 raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
         for tmp, path in pending:

@@ -1,10 +1,8 @@
 """The record formats: writing and reading result files, and the readers of older versions.
 
-Every result is written to a temporary file in the same directory and renamed into
-place, so an interrupted job leaves either the old file, or nothing, never half a file.
-Every record the stages write carries `format_version`; `read_record` brings a record of
-any earlier version to the current one, here and nowhere else, so readers (summary, report,
-diff) see one format. Where each record lives is layout.py's business.
+Every result is written to a temporary file beside it and renamed into place, so an interrupted
+job leaves the old file or nothing, never half a file. `read_record` brings a record of any
+earlier `format_version` to the current one, here and nowhere else, so readers see one format.
 """
 
 from __future__ import annotations
@@ -28,6 +26,15 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = write_temp(target, data)
+    try:
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after the rename; left by a failed one
+
+
+def write_temp(target: Path, data: bytes) -> str:
+    """A synced temporary file beside `target` holding `data`, for the caller to rename into place."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
@@ -35,10 +42,10 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
 # The writer's host and pid are in the temporary name, so the cleanup of a later run can tell an
@@ -57,27 +64,21 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, owned by another user
-        return True
+        pass
     return True
 
 
 def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
     """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
-
-    Only files whose writer ran on this host and is no longer alive go: a parallel job or a second
-    run in the same directory may be writing one right now, and a writer on another host (a
-    cluster node) cannot be checked from here, so its files stay.
-    """
+    Only those whose writer ran on this host and is gone: a parallel job may be writing one right
+    now, and a writer on another host (a cluster node) cannot be checked from here."""
     removed = []
-    host = socket.gethostname()
     for candidate in Path(run_dir).rglob(".*.tmp-*"):
         match = _TEMP_NAME.match(candidate.name)
-        if not match or match["host"] != host or not candidate.is_file():
-            continue
-        if process_alive(int(match["pid"])):
-            continue
-        candidate.unlink(missing_ok=True)
-        removed.append(candidate)
+        if (match and match["host"] == socket.gethostname() and candidate.is_file()
+                and not process_alive(int(match["pid"]))):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
     return removed
 
 
@@ -246,7 +247,7 @@ def _repeat(record: dict[str, Any], kind: str, path: Any) -> int:
 
 
 def check_samples(samples: Any, kind: str, path: Any, field: str = "samples_us") -> list[float]:
-    """Samples a ratio can be taken of: a non-empty list of at most MAX_SAMPLES finite positive numbers."""
+    """Samples a ratio can be taken of."""
     if not isinstance(samples, list) or not samples:
         raise _refuse(kind, path, f"field '{field}' must be a non-empty list of numbers")
     if len(samples) > MAX_SAMPLES:
@@ -267,13 +268,9 @@ def _agree(kind: str, path: Path, named: tuple[str, ...], recorded: tuple[Any, .
 
 
 def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
-    """One record of a run, checked for what every reader needs and brought to the current format.
-
-    kind: timing, cold, span, correctness, controls, ceilings, sanitizer, profile, environment,
-    config. Checked: that it is a JSON object within MAX_RECORD_BYTES; its format version; the
-    keys and field types of its kind; finite positive samples; and that the kernel, shape, layout,
-    control, repeat or ceiling its fields name is the one its path names.
-    """
+    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what
+    every reader needs, including that the target its fields name is the one its path names, and
+    brought to the current format."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -308,9 +305,11 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     missing = [key for key in REQUIRED.get(own, ()) if key not in record]
     if missing:
         raise _refuse(kind, path, f"lacks the field(s) {', '.join(missing)}")
+    if kind in ("timing", "cold", "span"):
+        fields = ("kernel", "shape") if kind == "span" else ("kernel", "shape", "layout")
+        names = tuple(_text(record, key, kind, path) for key in fields)
+        _agree(kind, path, path.parts[-len(fields) - 1:-1] + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
     if kind in ("timing", "cold"):
-        names = tuple(_text(record, key, kind, path) for key in ("kernel", "shape", "layout"))
-        _agree(kind, path, tuple(path.parts[-4:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
         if own == "skipped":
             if not isinstance(record["skipped"], str):
                 raise _refuse(kind, path, "field 'skipped' must be the reason, a text")
@@ -326,8 +325,6 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
                 if not _number(record[key]) or record[key] < 0:
                     raise _refuse(kind, path, f"field '{key}' must be a number of at least 0")
     elif kind == "span":
-        names = (_text(record, "kernel", kind, path), _text(record, "shape", kind, path))
-        _agree(kind, path, tuple(path.parts[-3:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
         layouts = record["layouts"]
         if not isinstance(layouts, dict) or not layouts:
             raise _refuse(kind, path, "field 'layouts' must be an object of layouts")
@@ -360,9 +357,9 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
 
 
 def read_run_records(run_dir: str | os.PathLike[str], kind: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Every record of one kind in a run folder, read by `read_checked`, with its path; for timings
-    and spans, also that each configuration's repeats are numbered 1, 2, ... without a gap (a gap
-    is a record of another run copied in, or one removed by hand)."""
+    """Every record of one kind in a run folder, read by `read_checked`, with its path; timings and
+    spans must number each configuration's repeats without a gap (a gap is a record of another run
+    copied in, or one removed by hand)."""
     from kernelkit.layout import run_result_files
 
     found = [(path, read_checked(path, kind)) for path in run_result_files(run_dir, kind)]
