@@ -77,17 +77,10 @@ def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: n
     return medians
 
 
-def ratio_interval(
-    a: Sequence[Sequence[float]],
-    b: Sequence[Sequence[float]],
-    confidence: float = 0.95,
-    resamples: int = 4000,
-    seed: int = 0,
-) -> RatioInterval:
-    """Ratio of pooled medians B/A and its percentile bootstrap interval at `confidence`.
-
-    `a` and `b` are lists of processes, each a list of samples.
-    """
+def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                   resamples: int = 4000, seed: int = 0) -> RatioInterval:
+    """Ratio of pooled medians B/A and its percentile bootstrap interval; `a` and `b` are lists of
+    processes, each a list of samples."""
     if not a or not b or not all(a) or not all(b):
         raise ValueError("each side needs at least one process with samples")
     rng = np.random.default_rng(seed)
@@ -101,13 +94,8 @@ def ratio_interval(
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:
     """+1 when every process of B has a higher median than every process of A, -1 when every
     one has a lower median, 0 when the process medians interleave."""
-    medians_a = [median(g) for g in a]
-    medians_b = [median(g) for g in b]
-    if min(medians_b) > max(medians_a):
-        return 1
-    if max(medians_b) < min(medians_a):
-        return -1
-    return 0
+    medians_a, medians_b = [median(g) for g in a], [median(g) for g in b]
+    return 1 if min(medians_b) > max(medians_a) else -1 if max(medians_b) < min(medians_a) else 0
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
@@ -128,11 +116,8 @@ def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
 
 
 def median_relative_halfwidth(samples: Sequence[float], z: float = 1.96) -> float:
-    """Half the width of a distribution-free ~95% interval of the median, over the median.
-
-    The interval runs between the order statistics n/2 -+ z sqrt(n)/2 (the binomial
-    approximation), so it needs no assumption about the shape of the samples' distribution.
-    """
+    """Half the width of a distribution-free ~95% interval of the median, over the median: the
+    order statistics n/2 -+ z sqrt(n)/2 (binomial approximation) assume nothing of the samples' shape."""
     ordered = sorted(samples)
     n = len(ordered)
     if n < 2:
@@ -172,16 +157,10 @@ CEILING_TOLERANCE = 0.02
 
 def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
     """copy and l2 GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
-    found = {}
-    if "copy" in records:
-        found["copy_gb_s"] = records["copy"]["bytes"] / (median(records["copy"]["samples_us"]) * 1e-6) / 1e9
-    if "l2" in records:
-        found["l2_gb_s"] = records["l2"]["bytes"] / (median(records["l2"]["samples_us"]) * 1e-6) / 1e9
-    if "gemm" in records:
-        found["gemm_gflop_s"] = records["gemm"]["flops"] / (median(records["gemm"]["samples_us"]) * 1e-6) / 1e9
-    if "floor" in records:
-        found["floor_us"] = median(records["floor"]["samples_us"])
-    return found
+    found = {f"{kind}_{unit}": records[kind][work] / (median(records[kind]["samples_us"]) * 1e-6) / 1e9
+             for kind, work, unit in (("copy", "bytes", "gb_s"), ("l2", "bytes", "gb_s"), ("gemm", "flops", "gflop_s"))
+             if kind in records}
+    return found | ({"floor_us": median(records["floor"]["samples_us"])} if "floor" in records else {})
 
 
 def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:
