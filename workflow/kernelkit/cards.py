@@ -15,10 +15,8 @@ from typing import Any, Mapping
 
 from kernelkit import KitError
 
-# The model below only balances cards; it never appears in a result. It counts what occupies a
-# card: a timing job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30:
-# 0.04 s of held GPU per job for the smallest kernels) plus its timed calls, whose samples the
-# timing method caps at max_sample_ms.
+# This model only balances cards and never appears in a result: a timing job costs the card its
+# uploads, graph builds and clock checks (H200: 0.04 s per job for the smallest kernels) plus its calls.
 GPU_SECONDS_PER_PROCESS = 0.1
 # Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
 COPY_BYTES_PER_S = 3.0e12
@@ -26,14 +24,10 @@ FP32_FLOPS_PER_S = 5.0e13
 
 
 def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
-    """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
-
-    Order of precedence: config key `gpus`, then CUDA_VISIBLE_DEVICES, then NVML's device count.
-    Inside a SLURM job (SLURM_JOB_ID set) without `gpus`, the allocation's CUDA_VISIBLE_DEVICES
-    stands: there Snakemake runs the jobs of a submitted group, and the allocation chose the card.
-    Without NVML or a GPU (CI, dry runs on a laptop) the answer is [0]: the jobs themselves then
-    fail with the kit's one sentence about the missing GPU, as they do on one card.
-    """
+    """The physical GPU indices the run uses, or None where the scheduler picks (`gpus: allocated`,
+    or a SLURM job without `gpus`: there the allocation chose the card). Else config key `gpus`,
+    CUDA_VISIBLE_DEVICES, NVML's count; without NVML or a GPU, [0], so that the jobs fail with the
+    kit's one sentence about the missing GPU, as on one card."""
     environ = os.environ if environ is None else environ
     if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
@@ -75,7 +69,7 @@ def resource(gpu: int) -> str:
 
 @dataclass(frozen=True)
 class Work:
-    """The expected seconds of GPU-job work of one kernel/shape, and of what it is made of."""
+    """The expected seconds of GPU-job work of one kernel/shape."""
 
     kernel: str
     shape: str
@@ -85,12 +79,7 @@ class Work:
 
 def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
     """Each configured kernel/shape's expected seconds of GPU work: per process an overhead, plus
-    its calls at the estimated time per call.
-
-    A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
-    bytes_moved and flops). A timing process makes its warm-up calls, its untimed replays and its
-    samples, each as many calls as the timing method puts in a sample (kernel_time.launches_per_sample).
-    """
+    its calls, each its bytes at copy rate plus its flops at FP32 rate."""
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
@@ -120,8 +109,8 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
 
 
 def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
-    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index),
-    works of equal size in name order. The same input always gives the same map."""
+    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index, then
+    name order), so the same input always gives the same map."""
     if not gpus:
         raise KitError("no GPU to assign work to; config key 'gpus' needs at least one index")
     load = {gpu: 0.0 for gpu in gpus}
@@ -134,10 +123,8 @@ def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
 
 
 def kernels_by_work(works: list[Work]) -> dict[str, int]:
-    """Kernel -> rank by its expected GPU-job work, all shapes together: 0 for the least (ties: by
-    name). The workflow opens the gates of the highest rank first: every
-    timing of a kernel waits for all of its negative controls, so the kernel with the most timing
-    work behind its controls should have them done first."""
+    """Kernel -> rank by its expected GPU-job work, 0 for the least (ties: by name). Every timing of
+    a kernel waits for its checks, so the kernel with the most timing work behind them goes first."""
     total: dict[str, float] = {}
     for work in works:
         total[work.kernel] = total.get(work.kernel, 0.0) + work.seconds
@@ -154,21 +141,16 @@ def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int,
 
 
 def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
-    """Kernel -> the card that runs its checks (correctness, negative controls, sanitizer).
-
-    Checks are not compared across kernels, and until a kernel's checks pass they are all the
-    work there is: so the kernels' checks are spread over the cards by their number of jobs, the
-    most onto the card with the fewest (ties: lower index). On the card of each kernel's first
-    shape instead, five of the six kernels' checks went to one of two H200s, whose 8 workers ran
-    them while the other card's idled, and the first timing started 17.8 s into the run
-    (h200-w2x2d)."""
+    """Kernel -> the card that runs its checks, spread by their number of jobs. Checks are not
+    compared across kernels, and until they pass they are all the work there is: on the card of
+    each kernel's first shape instead, five of six kernels' checks went to one of two H200s while
+    the other idled, and the first timing started 17.8 s into the run (h200-w2x2d)."""
     from kernelkit.config import kernel_layouts
 
     works = []
     for kernel in config["kernels"]:
         spec = specs[kernel]
         layouts = kernel_layouts(config, kernel)
-        # One sanitizer job per kernel, over all its hand-written layouts (kernelkit.tools.sanitize).
         sanitized = int(bool(config.get("sanitize")) and any(not spec.is_baseline(layout) for layout in layouts))
         jobs = len(layouts) + len(spec.mutations) + sanitized
         works.append(Work(kernel, "", jobs, float(jobs)))
@@ -177,9 +159,5 @@ def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[
 
 def pin(gpu: int | None) -> str:
     """The shell prefix that gives a job exactly one card, or nothing when the scheduler did.
-
-    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number cards as NVML and nvidia-smi do, so index i in
-    the config is the same card for CUDA, NVML and the per-GPU lock."""
-    if gpu is None:
-        return ""
-    return f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "
+    PCI_BUS_ID order makes index i the same card for CUDA, NVML and the per-GPU lock."""
+    return "" if gpu is None else f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "

@@ -18,22 +18,8 @@ from kernelkit import (ceilings, checks, config, controls, diff_document, enviro
                        timing, tools)
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
-STAGES: tuple[Callable[[Any], None], ...] = (
-    config.register,
-    environment.register,
-    ceilings.register,
-    checks.register,
-    controls.register,
-    timing.register,
-    span.register,
-    tools.register,
-    report.register,
-    diff_document.register,
-    history.register,
-    scaffold.register,
-)
-
-
+STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in (
+    config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history, scaffold))
 EXIT_INTERNAL = 3
 
 
@@ -63,18 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from kernelkit.records import printable
+
     try:
         return args.func(args)
     except KitError as error:
-        from kernelkit.records import printable
-
         print(f"kernelkit {args.command}: {printable(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - a kit bug must not read as a verdict or as bad input
         if os.environ.get("KERNELKIT_DEBUG") == "1":
             raise
-        from kernelkit.records import printable
-
         detail = printable(" ".join(str(error).split()))[:200]
         print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
               "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)

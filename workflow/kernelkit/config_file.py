@@ -50,9 +50,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently), remembers how
-    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained,
-    and refuses more than MAX_ALIASES aliases or nesting deeper than MAX_DEPTH."""
+    """SafeLoader that refuses duplicate keys, more than MAX_ALIASES aliases and nesting deeper
+    than MAX_DEPTH, and remembers how integers written as hex, octal or sexagesimal looked."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -93,11 +92,11 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
 
 def _integer_with_source(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
     value = loader.construct_yaml_int(node)
-    if node.value.strip() != str(value):
-        marked = YamlNumber(value)
-        marked.source = node.value
-        return marked
-    return value
+    if node.value.strip() == str(value):
+        return value
+    marked = YamlNumber(value)
+    marked.source = node.value
+    return marked
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
@@ -105,8 +104,8 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:int", _integer_with_source)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes `node` stands for with every alias expanded, counted once per distinct node
-    (an alias is the same node object), so the count itself costs only the nodes written."""
+    """How many nodes `node` stands for with every alias expanded; each distinct node (an alias is
+    the same object) is counted once, so the count costs only the nodes written."""
     if id(node) not in sizes:
         sizes[id(node)] = 1  # a node that contains itself counts once, not forever
         if isinstance(node, yaml.SequenceNode):
