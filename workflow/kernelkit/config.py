@@ -1,11 +1,9 @@
-"""The workflow's configuration: validation with one-sentence errors, defaults, and the target plan.
+"""The workflow's configuration: validation with one-sentence errors, and defaults.
 
-The Snakefile and the command line both go through `validate`, so a bad key is reported
-the same way wherever it is found, before any GPU work starts. Every default lives in the
-schema (`default:` entries); `validate` fills them in exactly as Snakemake's
-`validate(config, schema, set_default=True)` does, so the CLI and the workflow see one config.
-Each stage's settings are a slice of the validated config (`StageSettings`), checked again
-against the same schema when a stage's command reads them.
+The Snakefile and the command line both go through `validate`, so a bad key is reported the same
+way wherever it is found, before any GPU work. Every default lives in the schema; `validate`
+fills them in as Snakemake's `validate(config, schema, set_default=True)` does, so the CLI and
+the workflow see one config.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def _strict_validator() -> Any:
-    """Draft 2020-12 with 'integer' meaning an int: the spec counts 15.0 as an integer, and then
-    `samples: 15.0` passes validation and fails in every timing job."""
+    """Draft 2020-12 with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -125,9 +122,8 @@ def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str
 
 
 def _check_control_characters(node: Any, path: list[Any]) -> None:
-    """Names may not hold a newline or other control character. The schema cannot say so: its
-    patterns run through Python's re.search, where '$' also matches before a final newline, and
-    `run: "local\\n"` would make a directory results/local<newline>/."""
+    """Names may not hold a control character. The schema's patterns cannot say so: in re.search
+    '$' also matches before a final newline, and `run: "local\\n"` would make results/local<newline>/."""
     if path[-1:] == ["statement"]:
         return  # a hypothesis statement is prose, and YAML's folded text ends in a newline
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
@@ -268,7 +264,6 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_write_config(args: argparse.Namespace) -> int:
-    """Store the run's config, defaults filled in, as the record every report reads it from."""
     from kernelkit.records import write_json_atomic
 
     try:

@@ -121,14 +121,9 @@ def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
     """A record of any known version in the current format; KitError for one from a newer kit.
-
-    What older timing records leave out and what it meant when they were written:
-    - no `method_used`: the event fallback did not exist yet; every sample was a graph replay
-      of `launches_per_graph` calls;
-    - no `method_used.cache`: cold-cache timing did not exist yet; warm;
-    - no `method_used.stopped_by`: the stopping rule did not exist yet; a fixed count.
-    A missing `disturbed_samples` stays missing: the sampler did not run, which is not zero.
-    """
+    Version 1 timing records lacked what did not exist yet: the event fallback (every sample a
+    graph replay), cold caches (warm) and the stopping rule (a fixed count). A missing
+    `disturbed_samples` stays missing: the sampler did not run, which is not zero."""
     version = record.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise KitError(f"{where} has format version {version!r}; this kit reads versions 1 to {FORMAT_VERSION}")
@@ -154,13 +149,8 @@ def canonical_hash(payload: Any) -> str:
 
 def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
-
-    One process may write several records (a timing job writes one per layout), each with the
-    job's clock as it stood then: a process counts once, with its latest clock. Wall time is the
-    latest job end less the earliest job start, so it covers every job that wrote a record
-    (start-up and imports included: a job's clock starts with its process). Records written
-    before jobs were timed have no "job" field; they are counted, not guessed.
-    """
+    A process that wrote several records counts once, with its latest clock; records from before
+    jobs were timed have no "job" field and are counted, not guessed."""
     from statistics import median
 
     latest: dict[Any, dict[str, Any]] = {}

@@ -1,12 +1,9 @@
 """Statistics of timing samples, kept small and exact.
 
-Within a run: medians and ranges (robust with 15 samples, no model behind them). Between
-runs: the ratio of medians B/A with a bootstrap confidence interval that resamples whole
-processes (repeats) first and samples inside them second. Resampling samples alone would
-pretend that one process's samples describe every process; on the H200, the medians of two
-processes timing the same configuration can lie further apart than the samples inside
-either (the report lists such cases among its caveats). Against the run's ceilings: their rates
-(`rates`), read from the ceiling records by the ceilings stage and the report alike.
+Within a run: medians and ranges (robust with 15 samples, no model behind them). Between runs:
+the ratio of medians B/A with a bootstrap interval that resamples whole processes first and
+samples inside them second: on the H200, the medians of two processes timing the same
+configuration can lie further apart than the samples inside either.
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ class RatioInterval:
     confidence: float
 
 
-# Work bounds of the bootstrap: a process's samples are drawn at most this many at a time (an
-# m-out-of-n bootstrap for a process with more, which widens its interval, never narrows it), and
-# resamples are made in chunks of at most this many values, so memory stays near 32 MB whatever a
-# record holds. Records of the kit's configs hold 15 to 100,000 samples per process.
+# Bootstrap work bounds: at most this many draws per process (m-out-of-n, which only widens the
+# interval), in chunks of at most this many values, so memory stays near 32 MB whatever a record holds.
 MAX_DRAWS_PER_PROCESS = 2000
 CHUNK_VALUES = 4_000_000
 
