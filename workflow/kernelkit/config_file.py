@@ -128,8 +128,7 @@ def read_yaml(path: str | Path) -> Any:
             node = loader.get_single_node()
             if node is None:
                 return None
-            expanded = _expanded_size(node, {})
-            if expanded > MAX_NODES:
+            if _expanded_size(node, {}) > MAX_NODES:
                 raise KitError(f"config file {path} expands to more than {MAX_NODES} values through its aliases "
                                "(*name); a config holds a few hundred")
             return loader.construct_document(node)

@@ -38,17 +38,10 @@ DIFF_MARKDOWN = "reports/diff/{a}__vs__{b}/diff.md"
 DIFF_HTML = "reports/diff/{a}__vs__{b}/diff.html"
 
 # The kinds of record in a run directory, as readers ask for them.
-KINDS = {
-    "timing": (TIMING, {"view": "timing"}),
-    "cold": (TIMING, {"view": "cold"}),
-    "span": (SPAN, {}),
-    "correctness": (CORRECTNESS, {}),
-    "controls": (CONTROL, {}),
-    "ceilings": (CEILING, {}),
-    "sanitizer": (SANITIZER, {}),
-    "sanitizer_per_layout": (SANITIZER_PER_LAYOUT, {}),
-    "profile": (PROFILE, {}),
-}
+KINDS = {"timing": (TIMING, {"view": "timing"}), "cold": (TIMING, {"view": "cold"}), **{
+    kind: (template, {}) for kind, template in (
+        ("span", SPAN), ("correctness", CORRECTNESS), ("controls", CONTROL), ("ceilings", CEILING),
+        ("sanitizer", SANITIZER), ("sanitizer_per_layout", SANITIZER_PER_LAYOUT), ("profile", PROFILE))}}
 
 
 def timing_view(cache: str) -> str:

@@ -64,22 +64,19 @@ def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
         pass
     pending: list[tuple[str, Path]] = []
     locked: dict[str, int] = {}
+    path: Path | None = None  # the one being written, named if it cannot be
     try:
         for path, (_, text) in zip(paths, outputs):
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                folder = os.path.realpath(path.parent)
-                if folder not in locked:
-                    locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
-                    fcntl.flock(locked[folder], fcntl.LOCK_EX)
-                pending.append((write_temp(path, text.encode("utf-8")), path))
-            except OSError as error:
-                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            folder = os.path.realpath(path.parent)
+            if folder not in locked:
+                locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+                fcntl.flock(locked[folder], fcntl.LOCK_EX)
+            pending.append((write_temp(path, text.encode("utf-8")), path))
         for tmp, path in pending:
-            try:
-                os.replace(tmp, path)
-            except OSError as error:
-                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+            os.replace(tmp, path)
+    except OSError as error:
+        raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
     finally:
         for tmp, _ in pending:
             Path(tmp).unlink(missing_ok=True)

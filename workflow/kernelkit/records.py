@@ -229,13 +229,6 @@ def _text(record: dict[str, Any], key: str, kind: str, path: Any) -> str:
     return value
 
 
-def _repeat(record: dict[str, Any], kind: str, path: Any) -> int:
-    value = record.get("repeat")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _refuse(kind, path, f"field 'repeat' must be an integer from 1, not {printable(repr(value))[:40]}")
-    return value
-
-
 def check_samples(samples: Any, kind: str, path: Any, field: str = "samples_us") -> list[float]:
     """Samples a ratio can be taken of."""
     if not isinstance(samples, list) or not samples:
@@ -298,7 +291,10 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     if kind in ("timing", "cold", "span"):
         fields = ("kernel", "shape") if kind == "span" else ("kernel", "shape", "layout")
         names = tuple(_text(record, key, kind, path) for key in fields)
-        _agree(kind, path, path.parts[-len(fields) - 1:-1] + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
+        repeat = record.get("repeat")
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+            raise _refuse(kind, path, f"field 'repeat' must be an integer from 1, not {printable(repr(repeat))[:40]}")
+        _agree(kind, path, path.parts[-len(fields) - 1:-1] + (path.stem,), names + (f"rep{repeat}",))
     if kind in ("timing", "cold"):
         if own == "skipped":
             if not isinstance(record["skipped"], str):
