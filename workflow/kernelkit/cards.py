@@ -1,11 +1,8 @@
-"""Several GPUs on one host: which cards the run uses, and which card runs what.
+"""Several GPUs on one host: which cards the run uses, and which card runs what, at parse time.
 
-Timings compared with each other (every layout, repeat and cache view of one kernel/shape, its
-span and its counters) must come from one card: H200s of one host differ by up to 2.7% on the same
-target (issue 14). So the assignment is fixed per kernel/shape, not first-free, and balanced by the
-work each kernel/shape is expected to take (longest first onto the least-loaded card). Everything
-here runs at workflow-parse time on the CPU; nothing imports CuPy.
-"""
+Timings compared with each other (every layout, repeat and cache view of one kernel/shape) must
+come from one card: H200s of one host differ by up to 2.7% on the same target (issue 14). So
+each kernel/shape has a fixed card, balanced by the work it is expected to take."""
 
 from __future__ import annotations
 
@@ -128,8 +125,7 @@ def kernels_by_work(works: list[Work]) -> dict[str, int]:
     total: dict[str, float] = {}
     for work in works:
         total[work.kernel] = total.get(work.kernel, 0.0) + work.seconds
-    ordered = sorted(total, key=lambda kernel: (total[kernel], kernel))
-    return {kernel: rank for rank, kernel in enumerate(ordered)}
+    return {kernel: rank for rank, kernel in enumerate(sorted(total, key=lambda kernel: (total[kernel], kernel)))}
 
 
 def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:

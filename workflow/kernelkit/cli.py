@@ -1,9 +1,7 @@
 """`kernelkit <stage>`: one process per workflow job, each writing one result file.
 
-Each stage module adds its own subcommands (`register`) and owns what they do; this module
-only builds the parser from them and turns failures into one sentence: a KitError (bad input, no
-GPU) exits 2, an argument error exits 2, anything unexpected exits 3 ("internal error"; the
-traceback only with KERNELKIT_DEBUG=1), so that CI can tell a kit bug from a verdict.
+Stage modules register their subcommands; failures are one sentence: a KitError or an argument
+error exits 2, anything unexpected 3 (traceback with KERNELKIT_DEBUG=1), so CI can tell a kit bug.
 """
 
 from __future__ import annotations

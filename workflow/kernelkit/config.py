@@ -1,10 +1,8 @@
 """The workflow's configuration: validation with one-sentence errors, and defaults.
 
-The Snakefile and the command line both go through `validate`, so a bad key is reported the same
-way wherever it is found, before any GPU work. Every default lives in the schema; `validate`
-fills them in as Snakemake's `validate(config, schema, set_default=True)` does, so the CLI and
-the workflow see one config.
-"""
+The Snakefile and the command line both go through `validate`, so a bad key gets the same
+sentence wherever it is found, before any GPU work; it fills in the schema's defaults as
+Snakemake's `validate(config, schema, set_default=True)` does, so both see one config."""
 
 from __future__ import annotations
 
@@ -189,8 +187,8 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
         spec = specs.load(kernel, kernels_root)
         for layout in entry["layouts"]:
             if layout not in spec.all_layouts:
-                raise KitError(f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not define; "
-                               f"allowed: {', '.join(spec.all_layouts)}")
+                raise KitError(f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not "
+                               f"define; allowed: {', '.join(spec.all_layouts)}")
         for index, shape in enumerate(entry["shapes"]):
             try:
                 check_bounds(spec, spec.parse_shape(shape))
@@ -199,8 +197,8 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
         sweeps.check_config(kernel, entry, spec)
     span_repeats = config.get("span", {}).get("repeats", 1)  # no span: nothing to check
     if span_repeats > config["timing"]["repeats"]:
-        raise KitError(f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats "
-                       f"({config['timing']['repeats']}), because span repeat n runs after the timed targets of repeat n")
+        raise KitError(f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ("
+                       f"{config['timing']['repeats']}), because span repeat n runs after the timed targets of repeat n")
     def must_be_configured(key: str, kernel: str) -> None:
         if kernel not in config["kernels"]:
             raise KitError(f"config key '{key}' names '{kernel}', which is not configured; allowed: {configured}")
@@ -233,16 +231,12 @@ def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def span_kernels(config: dict[str, Any]) -> list[str]:
     """Kernels with span targets: `span.kernels`, else every configured kernel; none without `span`."""
-    if "span" not in config:
-        return []
-    return list(config["span"].get("kernels", config["kernels"]))
+    return list(config["span"].get("kernels", config["kernels"])) if "span" in config else []
 
 
 def span_repeats(config: dict[str, Any]) -> int:
     """Span processes per kernel and shape: `span.repeats`, else timing.repeats; none without `span`."""
-    if "span" not in config:
-        return 0
-    return config["span"].get("repeats", config["timing"]["repeats"])
+    return config["span"].get("repeats", config["timing"]["repeats"]) if "span" in config else 0
 
 
 def caches(config: dict[str, Any]) -> list[str]:

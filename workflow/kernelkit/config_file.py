@@ -1,9 +1,6 @@
-"""Reading a config file strictly: the YAML its author wrote, or one sentence with the line; and
-the config's schema, which holds every default (read here, below the stages, so that a module
-needing one default does not import the whole config validation).
-
-PyYAML keeps the last of two equal keys and reads 0x128 as 296; both would pass validation
-silently, so this loader refuses the first and remembers how the second was written.
+"""Reading a config file strictly, or one sentence with the line (PyYAML keeps the last of two
+equal keys and reads 0x128 as 296, both silently); and the schema, which holds every default
+(read here, so that a module needing one default does not import the whole validation).
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ class YamlNumber(int):
     source = ""
 
 
-# A config is a few hundred lines: bounds on what a file may ask of the reader, checked while it is
-# composed, so that an alias bomb (a few hundred bytes naming a node that names itself billions of
-# times over) or a list 2,000 deep is refused within a second, before anything walks it.
+# A config is a few hundred lines: bounds checked while it is composed, so that an alias bomb or a
+# list 2,000 deep is refused within a second, before anything walks it.
 MAX_ALIASES = 100
 MAX_DEPTH = 50
 # Nodes the document holds once every alias is expanded (the default config has about 300).

@@ -1,8 +1,9 @@
-"""What the workflow checks once its jobs are planned, before the first starts, and says after a
-failure: plain functions of Snakemake's job objects, so that common.smk stays a plan."""
+"""What the workflow checks before its first job starts and says after a failure, apart from
+common.smk so that it stays a plan."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -18,9 +19,8 @@ def gpu_jobs(jobs: Iterable[Any]) -> list[Any]:
 
 def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
     """The sentence that stops the run before any job starts, or None (then abandoned temporary
-    files in the run folder are removed). A committed run is evidence: a GPU job in it is refused
-    unless the command says overwrite. Without a usable GPU here (not asked when an executor such
-    as SLURM runs the jobs), GPU jobs are refused with one sentence instead of failing one by one."""
+    files are removed): a GPU job in a committed run, unless overwrite is given, or GPU jobs on a
+    machine without a usable GPU (when they run here), refused at once instead of one by one."""
     measuring = gpu_jobs(jobs)
     if measuring and frozen:
         return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "
@@ -83,10 +83,8 @@ def stop_jobs_on_signals() -> None:
 
         def handler(signum: int, frame: Any, previous: Any = previous) -> None:
             for pid in descendants(os.getpid()):
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
-                except OSError:
-                    pass
             if callable(previous):
                 previous(signum, frame)
             else:

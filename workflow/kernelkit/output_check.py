@@ -1,10 +1,6 @@
-"""The judgement of one correctness launch from its raw output bits, apart from the GPU.
-
-The correctness suite fills the output and guard regions on both sides with a sentinel NaN,
-launches, and downloads [guard | output | guard] as uint32 bits; this module says whether every
-output element was written with a finite value within tolerance and no guard element changed.
-Plain NumPy, so it is tested on the CPU.
-"""
+"""The judgement of one correctness launch from the raw uint32 bits of [guard | output | guard],
+all filled with a sentinel NaN before it: every output element written, finite and within
+tolerance, and no guard element changed. Plain NumPy, so it is tested on the CPU."""
 
 from __future__ import annotations
 

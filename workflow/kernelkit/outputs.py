@@ -12,10 +12,8 @@ from kernelkit.records import printable, write_temp
 
 
 def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
-    """The output paths of one command, or one sentence on why they may not be written: two that
-    are the same file, one inside a run folder (a folder holding environment.json or config.json:
-    evidence is never overwritten by a reader), one reached through a symbolic link (it would write
-    wherever the link points), or one that names a folder."""
+    """The output paths of one command, or one sentence on why they may not be written: the same
+    file twice, a folder, a path through a symbolic link, or one inside a run folder (evidence)."""
     try:
         return _check_outputs([Path(p) for p in paths])
     except OSError as error:
@@ -45,12 +43,9 @@ def _check_outputs(chosen: list[Path]) -> list[Path]:
 
 
 def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
-    """Write a command's outputs (report.md and report.html, say) so that they are replaced together.
-
-    All are written to temporary files, then renamed into place, with SIGINT and SIGTERM held back
-    from the first write to the last rename and raised again after: an interrupt leaves the old
-    outputs or the new ones, never a mix. Writers of the same folder take turns (an flock on it).
-    """
+    """Write a command's outputs so that they are replaced together: SIGINT and SIGTERM wait from
+    the first write to the last rename, so an interrupt leaves the old outputs or the new ones,
+    never a mix. Writers of the same folder take turns (an flock on it)."""
     import fcntl
     import signal
 

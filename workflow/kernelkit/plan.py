@@ -1,12 +1,10 @@
 """The target plan of a run: which records it makes, which job makes each, and in what order.
 
-Plain Python on a validated config, so that common.smk only asks it and tests need no Snakemake.
-Per kernel: one correctness, one negative-control and one sanitizer job; per kernel/shape/repeat/
-cache, one timing job that times every layout in a seeded shuffled order, a record each; per
-kernel/shape/repeat, one span job. Why: a process pays Python, CuPy, a CUDA context and maybe
-Torch's import (4-6 s on the H200's host) before its first launch. One process per layout and
-repeat paid that 370 times for the default config, these shapes 87 times, and every repeat still
-has a process of its own, which the diff's statistics rest on.
+Plain Python, so that common.smk only asks it and tests need no Snakemake. Per kernel, one job
+per check stage; per kernel/shape/repeat/cache, one timing job for every layout, a record each;
+per kernel/shape/repeat, one span job. Why: a process pays Python, CuPy, a CUDA context and maybe
+Torch (4-6 s) before its first launch: 370 times for the default config with one per layout and
+repeat, 87 times so, and every repeat still has its own process, which the diff rests on.
 """
 
 from __future__ import annotations
@@ -23,10 +21,9 @@ from kernelkit import KitError, sweeps
 from kernelkit import config as kit_config
 from kernelkit import layout as paths
 
-# Snakemake priorities (only jobs that are ready together are ordered by them): the environment
-# first, so that a machine without a GPU fails there; the ceilings next, on a GPU as cold as the
-# run's start; every check before any timing; then the timing jobs repeat by repeat in a seeded
-# order, each repeat's spans after its timings.
+# Snakemake priorities: the environment first (a machine without a GPU fails there), the ceilings
+# on a GPU as cold as the run's start, every check before any timing, then the timing jobs repeat
+# by repeat in a seeded order, each repeat's spans after its timings.
 ENVIRONMENT_PRIORITY = 2**40
 CEILING_PRIORITY = 2**39
 CHECK_PRIORITY = 2**38
@@ -187,10 +184,9 @@ class Plan:
             if part.get("view", "timing") not in ("timing", "cold") or clean == self.path(paths.CLOCK_FIGURE):
                 return None
             try:
-                self.check_parts(part, template, gpus)
+                return self.check_parts(part, template, gpus)
             except KitError as error:
                 return f"target '{target}': {error}"
-            return None
         return None
 
     def check_parts(self, part: Mapping[str, str], template: str, gpus: list[int] | None) -> None:

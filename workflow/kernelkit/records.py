@@ -1,9 +1,6 @@
-"""The record formats: writing and reading result files, and the readers of older versions.
-
-Every result is written to a temporary file beside it and renamed into place, so an interrupted
-job leaves the old file or nothing, never half a file. `read_record` brings a record of any
-earlier `format_version` to the current one, here and nowhere else, so readers see one format.
-"""
+"""The record formats: every result is written beside itself and renamed into place, so an
+interrupted job leaves the old file or nothing; `read_record` brings a record of any earlier
+`format_version` to the current one, here and nowhere else, so readers see one format."""
 
 from __future__ import annotations
 
@@ -186,9 +183,7 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
-# --- The one reader of a run's records (report, diff, summary, history) ----------------------------
-# Anything it refuses is refused everywhere, in one sentence naming the file and the field.
-
+# --- The one reader of a run's records: what it refuses is refused everywhere, in one sentence ---
 # Larger files are refused before they are parsed: a record of the default config is ~40 KB.
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 # Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or

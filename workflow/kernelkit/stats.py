@@ -53,8 +53,7 @@ CHUNK_VALUES = 4_000_000
 def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Median of the pooled samples after picking processes, then samples, with replacement."""
     arrays = [np.asarray(g, dtype=float) for g in groups]
-    sizes = np.array([len(g) for g in arrays])
-    draws_of = np.minimum(sizes, MAX_DRAWS_PER_PROCESS)
+    draws_of = np.minimum([len(g) for g in arrays], MAX_DRAWS_PER_PROCESS)
     width = int(draws_of.max())
     chunk = max(1, CHUNK_VALUES // (len(arrays) * width))
     medians = np.empty(resamples)
@@ -94,13 +93,11 @@ def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) ->
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
-    """SAME when the interval lies inside 1 +- threshold. SLOWER (FASTER) when it lies wholly
-    beyond 1 + threshold (below 1 - threshold) and every process of B is slower (faster) than
-    every process of A. A change is claimed only when it is larger than the threshold that SAME
-    tolerates: a fresh process can land its buffers where a kernel runs 2% slower for its whole
-    life (h200-s5a vs h200-s5b, rmsnorm 512x8193 t32, identical code), and two or three
-    processes a side cannot show that spread to the bootstrap. AMBIGUOUS otherwise: the
-    evidence is too wide or too mixed to decide."""
+    """SAME when the interval lies inside 1 +- threshold; SLOWER (FASTER) when it lies wholly beyond
+    it and every process of B is slower (faster) than every process of A; else AMBIGUOUS. A change
+    must exceed the threshold: a fresh process can land its buffers where a kernel runs 2% slower
+    for its whole life (h200-s5a vs h200-s5b, identical code), which two or three processes a side
+    cannot show the bootstrap."""
     if interval.low >= 1.0 - threshold and interval.high <= 1.0 + threshold:
         return "SAME"
     if interval.low > 1.0 + threshold and order > 0:

@@ -1,10 +1,6 @@
-"""Parameter sweeps as tracked targets: which points a config's `kernels.<op>.sweeps` expands to.
-
-A spec declares, per base layout, a grid {param: values}; the config picks which grids to expand.
-Every valid point becomes a layout of its own (`base@p=v,...` in paths), with its own correctness
-and timing targets like any hand-written layout. Points the spec refuses are left out; the
-report counts them.
-"""
+"""Parameter sweeps as tracked targets: a spec declares grids per base layout, the config picks
+which to expand, and every valid point becomes a layout of its own (`base@p=v,...` in paths) with
+its own targets. Points the spec refuses are left out; the report counts them."""
 
 from __future__ import annotations
 
@@ -28,12 +24,9 @@ def layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
 
 def control_layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
     """The layouts each negative control runs: every hand-written layout of the spec (a mutation
-    may aim at one that is not configured), and the first valid point of each selected sweep.
-
-    A point is its base's source with other -D options, so one point shows the control is caught
-    under the sweep's options; every point would multiply each control by the grid (50 points, 5
-    controls: 250 builds) for no new kind of evidence, and each point has its correctness target.
-    """
+    may aim at one not configured), and the first valid point of each selected sweep: a point is
+    its base's source with other -D options, and every point would multiply each control by the
+    grid (50 points, 5 controls: 250 builds) for no new kind of evidence."""
     firsts = [specs.file_name(sweep.names[0]) for sweep in configured_sweeps(spec, entry) if sweep.names]
     return [*spec.layouts, *firsts]
 

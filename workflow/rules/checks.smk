@@ -6,12 +6,11 @@
 WRITES_FOLDER = " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
 for kernel in KERNELS:
     for rule_name, command, files, log_file, layouts, tail in (
-        ("correctness", "correctness", PLAN.correctness_files(kernel),
-         paths.path(paths.log(paths.CORRECTNESS), run=RUN, kernel=kernel, layout="all"), LAYOUTS[kernel], WRITES_FOLDER),
-        ("negative_controls", "control", PLAN.control_files(kernel),
-         paths.path(paths.log(paths.CONTROL), run=RUN, kernel=kernel, control="all"), PLAN.control_layouts(kernel),
-         WRITES_FOLDER),
-        ("sanitize", "sanitize", PLAN.sanitizer_files(kernel), paths.path(paths.log(paths.SANITIZER), run=RUN, kernel=kernel),
+        ("correctness", "correctness", PLAN.correctness_files(kernel), paths.log(paths.CORRECTNESS),
+         LAYOUTS[kernel], WRITES_FOLDER),
+        ("negative_controls", "control", PLAN.control_files(kernel), paths.log(paths.CONTROL),
+         PLAN.control_layouts(kernel), WRITES_FOLDER),
+        ("sanitize", "sanitize", PLAN.sanitizer_files(kernel), paths.log(paths.SANITIZER),
          PLAN.hand_written(kernel), " --output {output} > {log} 2>&1"),
     ):
         if not files:
@@ -27,7 +26,7 @@ for kernel in KERNELS:
             output:
                 files,
             log:
-                log_file,
+                paths.path(log_file, run=RUN, kernel=kernel, layout="all", control="all"),
             priority: check_priority(kernel)
             conda:
                 "../../envs/kernelkit.yaml"
