@@ -42,14 +42,6 @@ def test_discovery_takes_the_config_then_cuda_visible_devices_then_falls_back_to
     assert cards.from_command_line(["0", "1"]) == [0, 1]
 
 
-@pytest.mark.parametrize("configured, environ", [
-    ([1, 0], {"CUDA_VISIBLE_DEVICES": "3"}), ([2], {}), ([], {}), ("allocated", {}), (None, {"SLURM_JOB_ID": "85"}),
-    (None, {"CUDA_VISIBLE_DEVICES": "5, 2"}), (None, {}), (None, {"CUDA_VISIBLE_DEVICES": ""})])
-def test_the_first_card_is_the_first_that_discovery_gives(configured, environ):
-    discovered = cards.discover(configured, environ)
-    assert cards.first_card(configured, environ) == (discovered[0] if discovered else None)
-
-
 def test_assignment_is_deterministic_and_balanced_on_two_cards():
     works = default_works()
     placed = cards.assign(works, [0, 1])

@@ -1,17 +1,12 @@
 """Kernel binaries: each hand-written build is compiled once per machine to a cubin kept on disk,
-and every process that runs the build loads those very bytes: correctness, timing, spans, and the
-compute-sanitizer children, which run it without CuPy (kernelkit.driver_launch).
+and every process that runs it loads those very bytes, the compute-sanitizer children too.
 
-Why the kit keeps them and not CuPy's RawKernel: the sanitizer must check the binary that is
-timed, not a second compilation of the same source, and a child that imports CuPy under
-compute-sanitizer took 2.22-2.63 s on an H200 (2026-12-01), one that only calls the driver
-1.05-1.26 s; those children are on the critical path of every timed target. Records carry the
-binary's SHA-256, so a run says exactly what ran and a diff can tell a new build from the same one.
-
-The options are the spec's and the layout's, then KIT_OPTIONS: `-ftz=true`, which CuPy's RawKernel
-added to every build, so a build is compiled with the options it had before the kit compiled it
-itself. The key of a binary holds everything that changes the bytes: source, options, target
-architecture, the NVRTC and CuPy versions (CuPy adds its own options, such as `-arch=sm_90`).
+Why not CuPy's RawKernel: the sanitizer must check the binary that is timed, not a second
+compilation, and a sanitizer child that imports CuPy took 2.22-2.63 s on an H200, one that only
+calls the driver 1.05-1.26 s. Records carry the binary's SHA-256, so a diff can tell a new build.
+KIT_OPTIONS (`-ftz=true`) is what RawKernel added to every build, so builds keep their options.
+A binary's key holds everything that changes its bytes (source, options, architecture, the
+NVRTC and CuPy versions).
 """
 
 from __future__ import annotations

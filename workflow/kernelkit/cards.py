@@ -1,11 +1,8 @@
-"""Several GPUs on one host: which cards the run uses, and which card runs what.
+"""Several GPUs on one host: which cards the run uses, and which card runs what, at parse time.
 
-Timings compared with each other (every layout, repeat and cache view of one kernel/shape, its
-span and its counters) must come from one card: H200s of one host differ by up to 2.7% on the same
-target (issue 14). So the assignment is fixed per kernel/shape, not first-free, and balanced by the
-work each kernel/shape is expected to take (longest first onto the least-loaded card). Everything
-here runs at workflow-parse time on the CPU; nothing imports CuPy.
-"""
+Timings compared with each other (every layout, repeat and cache view of one kernel/shape) must
+come from one card: H200s of one host differ by up to 2.7% on the same target (issue 14). So
+each kernel/shape has a fixed card, balanced by the work it is expected to take."""
 
 from __future__ import annotations
 
@@ -15,10 +12,8 @@ from typing import Any, Mapping
 
 from kernelkit import KitError
 
-# The model below only balances cards; it never appears in a result. It counts what occupies a
-# card: a timing job costs the card its uploads, graph builds and clock checks (H200, 2026-11-30:
-# 0.04 s of held GPU per job for the smallest kernels) plus its timed calls, whose samples the
-# timing method caps at max_sample_ms.
+# This model only balances cards and never appears in a result: a timing job costs the card its
+# uploads, graph builds and clock checks (H200: 0.04 s per job for the smallest kernels) plus its calls.
 GPU_SECONDS_PER_PROCESS = 0.1
 # Rough rates of a current data-centre GPU; only their ratio to the overhead matters.
 COPY_BYTES_PER_S = 3.0e12
@@ -26,40 +21,22 @@ FP32_FLOPS_PER_S = 5.0e13
 
 
 def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
-    """The physical GPU indices the run uses, or None for `gpus: allocated` (the scheduler's).
-
-    Config key `gpus` first, then CUDA_VISIBLE_DEVICES, then NVML's device count. Inside a SLURM job
-    without `gpus`, the allocation chose the card, so its CUDA_VISIBLE_DEVICES stands. Without NVML
-    or a GPU (CI, dry runs) the answer is [0]: the jobs then fail with the kit's one sentence about
-    the missing GPU, as they do on one card.
-    """
-    listed = _listed(configured, os.environ if environ is None else environ)
-    return list(range(_nvml_count() or 1)) if listed is COUNTED else listed
-
-
-# What _listed answers when neither the config nor the environment lists the cards: NVML counts them.
-COUNTED = "counted"
-
-
-def _listed(configured: Any, environ: Mapping[str, str]) -> list[int] | None | str:
+    """The physical GPU indices the run uses, or None where the scheduler picks (`gpus: allocated`,
+    or a SLURM job without `gpus`: there the allocation chose the card). Else config key `gpus`,
+    CUDA_VISIBLE_DEVICES, NVML's count; without NVML or a GPU, [0], so that the jobs fail with the
+    kit's one sentence about the missing GPU, as on one card."""
+    environ = os.environ if environ is None else environ
     if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
     if configured is not None:
         return sorted(set(int(index) for index in configured))
-    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
-    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    entries = [entry.strip() for entry in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
     if not all(entry.isdigit() for entry in entries):
-        raise KitError(f"CUDA_VISIBLE_DEVICES={visible} names devices other than by index; "
+        raise KitError(f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices other than by index; "
                        "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
-    return sorted(set(map(int, entries))) if visible.strip() else COUNTED
-
-
-def first_card(configured: Any, environ: Mapping[str, str] | None = None) -> int | None:
-    """The first card discover() gives, without NVML (its count only adds cards after card 0), or
-    None where it gives none. Why: the workflow starts that card's worker pool before NVML has
-    counted the cards (0.13-0.19 s on an H200, 2026-12-01)."""
-    listed = _listed(configured, os.environ if environ is None else environ)
-    return 0 if listed is COUNTED else listed[0] if listed else None
+    if entries:
+        return sorted(set(int(entry) for entry in entries))
+    return list(range(_nvml_count() or 1))
 
 
 def from_command_line(value: Any) -> Any:
@@ -89,7 +66,7 @@ def resource(gpu: int) -> str:
 
 @dataclass(frozen=True)
 class Work:
-    """The expected seconds of GPU-job work of one kernel/shape, and of what it is made of."""
+    """The expected seconds of GPU-job work of one kernel/shape."""
 
     kernel: str
     shape: str
@@ -99,17 +76,14 @@ class Work:
 
 def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
     """Each configured kernel/shape's expected seconds of GPU work: per process an overhead, plus
-    its calls at the estimated time per call.
-
-    A call's time is its compulsory bytes at copy rate plus its flops at FP32 rate (spec.py's
-    bytes_moved and flops). A timing process makes its warm-up calls, its untimed replays and its
-    samples, each as many calls as the timing method puts in a sample (kernel_time.launches_per_sample).
-    """
+    its calls, each its bytes at copy rate plus its flops at FP32 rate."""
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
-    timing, span = config["timing"], config.get("span") or {}
-    method, cache_views = GraphReplayMethod.from_timing(timing), len(caches(dict(config)))
+    timing = config["timing"]
+    method = GraphReplayMethod.from_timing(timing)
+    cache_views = len(caches(dict(config)))
+    span = config.get("span") or {}
     spanned = span_kernels(dict(config))
     span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
     works = []
@@ -124,15 +98,16 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
             timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
-            processes = timed + spans + (layouts if config.get("profile") else 0)
+            profiles = layouts if config.get("profile") else 0
+            processes = timed + spans + profiles
             calls = timed * timing_calls + spans * layouts * span_calls
             works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
     return works
 
 
 def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
-    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index),
-    works of equal size in name order. The same input always gives the same map."""
+    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index, then
+    name order), so the same input always gives the same map."""
     if not gpus:
         raise KitError("no GPU to assign work to; config key 'gpus' needs at least one index")
     load = {gpu: 0.0 for gpu in gpus}
@@ -145,9 +120,8 @@ def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
 
 
 def kernels_by_work(works: list[Work]) -> dict[str, int]:
-    """Kernel -> rank by its expected GPU-job work, all shapes together: 0 for the least (ties: by
-    name). The workflow opens the gates of the highest rank first: every timing of a kernel waits
-    for all of its negative controls, so the kernel with the most timing work behind them goes first."""
+    """Kernel -> rank by its expected GPU-job work, 0 for the least (ties: by name). Every timing of
+    a kernel waits for its checks, so the kernel with the most timing work behind them goes first."""
     total: dict[str, float] = {}
     for work in works:
         total[work.kernel] = total.get(work.kernel, 0.0) + work.seconds
@@ -163,29 +137,23 @@ def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int,
 
 
 def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
-    """Kernel -> the card that runs its checks (correctness, negative controls, sanitizer).
-
-    Checks are not compared across kernels, and until a kernel's checks pass they are all the
-    work there is: so the kernels' checks are spread over the cards by their number of jobs, the
-    most onto the card with the fewest (ties: lower index). On the card of each kernel's first
-    shape instead, five of the six kernels' checks went to one of two H200s, whose 8 workers ran
-    them while the other card's idled, and the first timing started 17.8 s into the run
-    (h200-w2x2d)."""
+    """Kernel -> the card that runs its checks, spread by their number of jobs. Checks are not
+    compared across kernels, and until they pass they are all the work there is: on the card of
+    each kernel's first shape instead, five of six kernels' checks went to one of two H200s while
+    the other idled, and the first timing started 17.8 s into the run (h200-w2x2d)."""
     from kernelkit.config import kernel_layouts
 
     works = []
     for kernel in config["kernels"]:
-        spec, layouts = specs[kernel], kernel_layouts(config, kernel)
-        # One sanitizer job per kernel, over all its hand-written layouts (kernelkit.tools.sanitize).
-        jobs = len(layouts) + len(spec.mutations) + int(bool(config.get("sanitize")) and any(
-            not spec.is_baseline(layout) for layout in layouts))
+        spec = specs[kernel]
+        layouts = kernel_layouts(config, kernel)
+        sanitized = int(bool(config.get("sanitize")) and any(not spec.is_baseline(layout) for layout in layouts))
+        jobs = len(layouts) + len(spec.mutations) + sanitized
         works.append(Work(kernel, "", jobs, float(jobs)))
     return {kernel: gpu for (kernel, _), gpu in assign(works, gpus).items()}
 
 
 def pin(gpu: int | None) -> str:
     """The shell prefix that gives a job exactly one card, or nothing when the scheduler did.
-
-    CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA number cards as NVML and nvidia-smi do, so index i in
-    the config is the same card for CUDA, NVML and the per-GPU lock."""
+    PCI_BUS_ID order makes index i the same card for CUDA, NVML and the per-GPU lock."""
     return "" if gpu is None else f"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu}; "

@@ -1,9 +1,7 @@
 """`kernelkit <stage>`: one process per workflow job, each writing one result file.
 
-Each stage module adds its own subcommands (`register`) and owns what they do; this module
-only builds the parser from them and turns failures into one sentence: a KitError (bad input, no
-GPU) exits 2, an argument error exits 2, anything unexpected exits 3 ("internal error"; the
-traceback only with KERNELKIT_DEBUG=1), so that CI can tell a kit bug from a verdict.
+Stage modules register their subcommands; failures are one sentence: a KitError or an argument
+error exits 2, anything unexpected 3 (traceback with KERNELKIT_DEBUG=1), so CI can tell a kit bug.
 """
 
 from __future__ import annotations
@@ -18,22 +16,8 @@ from kernelkit import (ceilings, checks, config, controls, diff_document, enviro
                        timing, tools)
 
 # In the order a run goes through them; `kernelkit --help` lists them so.
-STAGES: tuple[Callable[[Any], None], ...] = (
-    config.register,
-    environment.register,
-    ceilings.register,
-    checks.register,
-    controls.register,
-    timing.register,
-    span.register,
-    tools.register,
-    report.register,
-    diff_document.register,
-    history.register,
-    scaffold.register,
-)
-
-
+STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in (
+    config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history, scaffold))
 EXIT_INTERNAL = 3
 
 
@@ -63,18 +47,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from kernelkit.records import printable
+
     try:
         return args.func(args)
     except KitError as error:
-        from kernelkit.records import printable
-
         print(f"kernelkit {args.command}: {printable(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # noqa: BLE001 - a kit bug must not read as a verdict or as bad input
         if os.environ.get("KERNELKIT_DEBUG") == "1":
             raise
-        from kernelkit.records import printable
-
         detail = printable(" ".join(str(error).split()))[:200]
         print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
               "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)

@@ -1,12 +1,8 @@
-"""The workflow's configuration: validation with one-sentence errors, defaults, and the target plan.
+"""The workflow's configuration: validation with one-sentence errors, and defaults.
 
-The Snakefile and the command line both go through `validate`, so a bad key is reported
-the same way wherever it is found, before any GPU work starts. Every default lives in the
-schema (`default:` entries); `validate` fills them in exactly as Snakemake's
-`validate(config, schema, set_default=True)` does, so the CLI and the workflow see one config.
-Each stage's settings are a slice of the validated config (`settings_slice`), checked again
-against the same schema when a stage's command reads them (`validate_slice`).
-"""
+The Snakefile and the command line both go through `validate`, so a bad key gets the same
+sentence wherever it is found, before any GPU work; it fills in the schema's defaults as
+Snakemake's `validate(config, schema, set_default=True)` does, so both see one config."""
 
 from __future__ import annotations
 
@@ -27,8 +23,7 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def _strict_validator() -> Any:
-    """Draft 2020-12 with 'integer' meaning an int: the spec counts 15.0 as an integer, and then
-    `samples: 15.0` passes validation and fails in every timing job."""
+    """Draft 2020-12 with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -73,42 +68,10 @@ def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
     return config
 
 
-def settings_slice(config: Mapping[str, Any], sections: Mapping[str, Sequence[str]]) -> str:
-    """The keys a stage uses, out of the validated config, as one JSON text: the rule's one
-    settings param, so that Snakemake reruns exactly the targets whose settings changed."""
-    return json.dumps({section: {key: config[section][key] for key in keys if key in config[section]}
-                       for section, keys in sections.items()}, sort_keys=True)
-
-
-def validate_slice(text: str, sections: Mapping[str, Sequence[str]]) -> dict[str, Any]:
-    """Parse and check a settings slice against the same schema as the whole config: a key with a
-    schema default is filled in when left out, a key the schema requires must be there, and no
-    key outside the stage's slice may be."""
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise KitError(f"--settings is not valid JSON ({error.msg})") from None
-    whole = schema()
-    # A section whose every key has a default (gpu_lock) may be left out, like in the config.
-    required = [section for section in sections if whole["properties"][section].get("default") != {}]
-    node: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": required,
-                            "description": f"a mapping with the keys {', '.join(sections)}", "properties": {}}
-    for section, keys in sections.items():
-        part = copy.deepcopy(whole["properties"][section])
-        part["properties"] = {key: value for key, value in part["properties"].items() if key in keys}
-        part["required"] = [key for key in part.get("required", []) if key in keys]
-        if section in required:
-            part.pop("default", None)
-        node["properties"][section] = part
-    error = _first_error(payload, node)
-    if error:
-        raise KitError(error)
-    return payload
-
-
 class StageSettings:
     """Base of each stage's settings object: built from the validated config by `from_config`,
-    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS."""
+    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS, so that
+    Snakemake reruns exactly the targets whose settings changed."""
 
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]]
 
@@ -118,13 +81,35 @@ class StageSettings:
 
     @classmethod
     def json_from_config(cls, config: Mapping[str, Any]) -> str:
-        """The rule's one settings param."""
-        return settings_slice(config, cls.SECTIONS)
+        """The rule's one settings param: the keys the stage uses, out of the validated config."""
+        return json.dumps({section: {key: config[section][key] for key in keys if key in config[section]}
+                           for section, keys in cls.SECTIONS.items()}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Any:
-        """What the stage's command builds from its --settings argument, checked against the schema."""
-        return cls.from_config(validate_slice(text, cls.SECTIONS))
+        """What the stage's command builds from its --settings argument, checked against the same
+        schema as the whole config: a key with a default is filled in when left out, a required key
+        must be there, and no key outside the stage's slice may be."""
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise KitError(f"--settings is not valid JSON ({error.msg})") from None
+        whole = schema()
+        # A section whose every key has a default (gpu_lock) may be left out, like in the config.
+        required = [section for section in cls.SECTIONS if whole["properties"][section].get("default") != {}]
+        node: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": required,
+                                "description": f"a mapping with the keys {', '.join(cls.SECTIONS)}", "properties": {}}
+        for section, keys in cls.SECTIONS.items():
+            part = copy.deepcopy(whole["properties"][section])
+            part["properties"] = {key: value for key, value in part["properties"].items() if key in keys}
+            part["required"] = [key for key in part.get("required", []) if key in keys]
+            if section in required:
+                part.pop("default", None)
+            node["properties"][section] = part
+        error = _first_error(payload, node)
+        if error:
+            raise KitError(error)
+        return cls.from_config(payload)
 
 
 def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str, Sequence[str]]) -> None:
@@ -135,9 +120,8 @@ def add_settings_argument(parser: argparse.ArgumentParser, sections: Mapping[str
 
 
 def _check_control_characters(node: Any, path: list[Any]) -> None:
-    """Names may not hold a newline or other control character. The schema cannot say so: its
-    patterns run through Python's re.search, where '$' also matches before a final newline, and
-    `run: "local\\n"` would make a directory results/local<newline>/."""
+    """Names may not hold a control character. The schema's patterns cannot say so: in re.search
+    '$' also matches before a final newline, and `run: "local\\n"` would make results/local<newline>/."""
     if path[-1:] == ["statement"]:
         return  # a hypothesis statement is prose, and YAML's folded text ends in a newline
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else []
@@ -175,14 +159,11 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed))
-        return (
-            f"config key '{_key(path + [extra[0]])}' is not known; "
-            f"allowed keys{' under ' + repr(_key(path)) if path else ''}: {', '.join(allowed)}"
-        )
+        return (f"config key '{_key(path + [extra[0]])}' is not known; "
+                f"allowed keys{' under ' + repr(_key(path)) if path else ''}: {', '.join(allowed)}")
     if error.validator == "required":
         missing = next(key for key in error.validator_value if key not in error.instance)
-        description = _description(schema, path + [missing])
-        return f"config key '{_key(path + [missing])}' is missing; it must be {description}"
+        return f"config key '{_key(path + [missing])}' is missing; it must be {_description(schema, path + [missing])}"
     instance = error.instance
     if isinstance(instance, YamlNumber) or (isinstance(instance, int) and path[-2:-1] == ["shapes"]):
         shape = path[-2:-1] == ["shapes"]
@@ -197,7 +178,7 @@ def _sentence(error: Any, schema: dict[str, Any]) -> str:
 
 
 def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> None:
-    known = specs.available(kernels_root)
+    known, configured = specs.available(kernels_root), ", ".join(config["kernels"])
     for kernel, entry in config["kernels"].items():
         if kernel == "clocks":
             raise KitError("config key 'kernels.clocks' is reserved: reports/<run>/figures/clocks.svg is the clock figure")
@@ -206,10 +187,8 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
         spec = specs.load(kernel, kernels_root)
         for layout in entry["layouts"]:
             if layout not in spec.all_layouts:
-                raise KitError(
-                    f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not define; "
-                    f"allowed: {', '.join(spec.all_layouts)}"
-                )
+                raise KitError(f"config key 'kernels.{kernel}.layouts' lists '{layout}', which {kernel} does not "
+                               f"define; allowed: {', '.join(spec.all_layouts)}")
         for index, shape in enumerate(entry["shapes"]):
             try:
                 check_bounds(spec, spec.parse_shape(shape))
@@ -218,28 +197,21 @@ def _check_against_specs(config: dict[str, Any], kernels_root: Path | None) -> N
         sweeps.check_config(kernel, entry, spec)
     span_repeats = config.get("span", {}).get("repeats", 1)  # no span: nothing to check
     if span_repeats > config["timing"]["repeats"]:
-        raise KitError(
-            f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ({config['timing']['repeats']}), "
-            "because span repeat n runs after the timed targets of repeat n"
-        )
+        raise KitError(f"config key 'span.repeats' is {span_repeats}; it must be at most timing.repeats ("
+                       f"{config['timing']['repeats']}), because span repeat n runs after the timed targets of repeat n")
+    def must_be_configured(key: str, kernel: str) -> None:
+        if kernel not in config["kernels"]:
+            raise KitError(f"config key '{key}' names '{kernel}', which is not configured; allowed: {configured}")
+
     for kernel in config.get("span", {}).get("kernels", []):
-        if kernel not in config["kernels"]:
-            raise KitError(
-                f"config key 'span.kernels' names '{kernel}', which is not configured; allowed: {', '.join(config['kernels'])}"
-            )
+        must_be_configured("span.kernels", kernel)
     for index, hypothesis in enumerate(config.get("hypotheses", [])):
-        kernel = hypothesis["kernel"]
-        if kernel not in config["kernels"]:
-            raise KitError(
-                f"config key 'hypotheses.{index}.kernel' names '{kernel}', which is not configured; "
-                f"allowed: {', '.join(config['kernels'])}"
-            )
+        must_be_configured(f"hypotheses.{index}.kernel", hypothesis["kernel"])
+        allowed = config["kernels"][hypothesis["kernel"]]["layouts"]
         for side in ("faster", "slower"):
-            if hypothesis[side] not in config["kernels"][kernel]["layouts"]:
-                raise KitError(
-                    f"config key 'hypotheses.{index}.{side}' names layout '{hypothesis[side]}'; "
-                    f"allowed: {', '.join(config['kernels'][kernel]['layouts'])}"
-                )
+            if hypothesis[side] not in allowed:
+                raise KitError(f"config key 'hypotheses.{index}.{side}' names layout '{hypothesis[side]}'; "
+                               f"allowed: {', '.join(allowed)}")
 
 
 def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
@@ -259,16 +231,12 @@ def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 def span_kernels(config: dict[str, Any]) -> list[str]:
     """Kernels with span targets: `span.kernels`, else every configured kernel; none without `span`."""
-    if "span" not in config:
-        return []
-    return list(config["span"].get("kernels", config["kernels"]))
+    return list(config["span"].get("kernels", config["kernels"])) if "span" in config else []
 
 
 def span_repeats(config: dict[str, Any]) -> int:
     """Span processes per kernel and shape: `span.repeats`, else timing.repeats; none without `span`."""
-    if "span" not in config:
-        return 0
-    return config["span"].get("repeats", config["timing"]["repeats"])
+    return config["span"].get("repeats", config["timing"]["repeats"]) if "span" in config else 0
 
 
 def caches(config: dict[str, Any]) -> list[str]:
@@ -290,7 +258,6 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_write_config(args: argparse.Namespace) -> int:
-    """Store the run's config, defaults filled in, as the record every report reads it from."""
     from kernelkit.records import write_json_atomic
 
     try:

@@ -1,9 +1,6 @@
-"""Reading a config file strictly: the YAML its author wrote, or one sentence with the line; and
-the config's schema, which holds every default (read here, below the stages, so that a module
-needing one default does not import the whole config validation).
-
-PyYAML keeps the last of two equal keys and reads 0x128 as 296; both would pass validation
-silently, so this loader refuses the first and remembers how the second was written.
+"""Reading a config file strictly, or one sentence with the line (PyYAML keeps the last of two
+equal keys and reads 0x128 as 296, both silently); and the schema, which holds every default
+(read here, so that a module needing one default does not import the whole validation).
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ class YamlNumber(int):
     source = ""
 
 
-# A config is a few hundred lines: bounds on what a file may ask of the reader, checked while it is
-# composed, so that an alias bomb (a few hundred bytes naming a node that names itself billions of
-# times over) or a list 2,000 deep is refused within a second, before anything walks it.
+# A config is a few hundred lines: bounds checked while it is composed, so that an alias bomb or a
+# list 2,000 deep is refused within a second, before anything walks it.
 MAX_ALIASES = 100
 MAX_DEPTH = 50
 # Nodes the document holds once every alias is expanded (the default config has about 300).
@@ -50,9 +46,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last silently), remembers how
-    integers written as hex, octal or sexagesimal looked, so that a shape 0x128 can be explained,
-    and refuses more than MAX_ALIASES aliases or nesting deeper than MAX_DEPTH."""
+    """SafeLoader that refuses duplicate keys, more than MAX_ALIASES aliases and nesting deeper
+    than MAX_DEPTH, and remembers how integers written as hex, octal or sexagesimal looked."""
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -93,11 +88,11 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
 
 def _integer_with_source(loader: _StrictLoader, node: yaml.ScalarNode) -> int:
     value = loader.construct_yaml_int(node)
-    if node.value.strip() != str(value):
-        marked = YamlNumber(value)
-        marked.source = node.value
-        return marked
-    return value
+    if node.value.strip() == str(value):
+        return value
+    marked = YamlNumber(value)
+    marked.source = node.value
+    return marked
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
@@ -105,8 +100,8 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:int", _integer_with_source)
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """How many nodes `node` stands for with every alias expanded, counted once per distinct node
-    (an alias is the same node object), so the count itself costs only the nodes written."""
+    """How many nodes `node` stands for with every alias expanded; each distinct node (an alias is
+    the same object) is counted once, so the count costs only the nodes written."""
     if id(node) not in sizes:
         sizes[id(node)] = 1  # a node that contains itself counts once, not forever
         if isinstance(node, yaml.SequenceNode):
@@ -129,8 +124,7 @@ def read_yaml(path: str | Path) -> Any:
             node = loader.get_single_node()
             if node is None:
                 return None
-            expanded = _expanded_size(node, {})
-            if expanded > MAX_NODES:
+            if _expanded_size(node, {}) > MAX_NODES:
                 raise KitError(f"config file {path} expands to more than {MAX_NODES} values through its aliases "
                                "(*name); a config holds a few hundred")
             return loader.construct_document(node)

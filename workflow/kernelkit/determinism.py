@@ -1,11 +1,7 @@
-"""Determinism without a tool: every correctness case is launched several times, each time on a
-freshly filled output buffer, and the raw bits must agree exactly.
-
-Races often give right answers (a reduction without its in-loop barrier passed all 48 of
-rmsnorm's cases on the H200), but rarely the same bits every time; an uninitialised read
-shows the same way. Layouts that legitimately vary (atomics accumulate in arrival order) are
-declared in the spec's `nondeterministic` with the reason, and are recorded, not failed.
-Plain NumPy on downloaded bits, so it is tested on the CPU.
+"""Determinism without a tool: every correctness case is launched several times on a freshly
+filled output buffer, and the raw bits must agree exactly. Races often give right answers (a
+reduction without its barrier passed all 48 of rmsnorm's cases on the H200), but rarely the same
+bits every time. Layouts declared in the spec's `nondeterministic` are recorded, not failed.
 """
 
 from __future__ import annotations
@@ -31,11 +27,7 @@ def compare_launches(bit_arrays: Sequence[np.ndarray]) -> dict[str, Any]:
 
 
 def judge(verdict: dict[str, Any], comparison: dict[str, Any], exempt_reason: str | None) -> dict[str, Any]:
-    """The case verdict with the determinism result folded in.
-
-    A case that already failed keeps its first symptom; one that passed but did not repeat its
-    bits fails with DIFFER_SYMPTOM, unless the layout is declared nondeterministic.
-    """
+    """The case verdict with the determinism result folded in: a failed case keeps its symptom."""
     judged = {**verdict, **comparison, "nondeterministic_reason": exempt_reason or ""}
     if not comparison["deterministic"] and not exempt_reason and verdict["passed"]:
         judged.update(passed=False, symptom=DIFFER_SYMPTOM)

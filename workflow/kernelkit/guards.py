@@ -1,8 +1,9 @@
-"""What the workflow checks once its jobs are planned, before the first starts, and says after a
-failure: plain functions of Snakemake's job objects, so that common.smk stays a plan."""
+"""What the workflow checks before its first job starts and says after a failure, apart from
+common.smk so that it stays a plan."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -17,13 +18,9 @@ def gpu_jobs(jobs: Iterable[Any]) -> list[Any]:
 
 
 def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
-    """The sentence that stops the run before any job starts, or None; then abandoned temporary
-    files of interrupted writes in the run folder are removed.
-
-    A committed run is evidence: a GPU job in it (a new measurement) is refused unless the command
-    says overwrite; its summary and reports, computed from its records, still build. Without a
-    usable GPU, GPU jobs are refused here with the kit's sentence instead of failing one by one.
-    Jobs that run elsewhere (an executor such as SLURM) are not asked about this machine's GPU."""
+    """The sentence that stops the run before any job starts, or None (then abandoned temporary
+    files are removed): a GPU job in a committed run, unless overwrite is given, or GPU jobs on a
+    machine without a usable GPU (when they run here), refused at once instead of one by one."""
     measuring = gpu_jobs(jobs)
     if measuring and frozen:
         return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "
@@ -42,8 +39,8 @@ def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, loca
 
 def failure_lines(failed: Iterable[Any]) -> list[str]:
     """Each failed job's own sentence, the last line of its log, so that the reason is on screen and
-    not only in results/{run}/logs/ (a kernelkit command ends its log with one sentence). A failed
-    group job (an allocation under SLURM) stands for the jobs in it that left an output missing."""
+    not only in results/{run}/logs/. A failed group job (a SLURM allocation) stands for its jobs
+    that left an output missing."""
     lines = []
     jobs = [inner for job in failed for inner in getattr(job, "jobs", [job])
             if inner is job or not all(os.path.exists(name) for name in inner.output)]
@@ -78,20 +75,16 @@ def descendants(pid: int) -> list[int]:
 
 def stop_jobs_on_signals() -> None:
     """On SIGINT or SIGTERM to Snakemake alone, end the jobs too, then let Snakemake handle the
-    signal. Why: Snakemake's own answer is to wait for the jobs in flight ("Will exit after
-    finishing currently running jobs"), minutes of GPU work for a user who asked to stop; a Ctrl-C
-    in a terminal reaches the jobs already (one process group), a `kill` of Snakemake's pid does not.
-    A job's process holds nothing the kernel does not release (the GPU lock is a flock, records are
-    written atomically), so ending it leaves no partial record."""
+    signal. Why: Snakemake waits for the jobs in flight, minutes of GPU work for a user who asked
+    to stop (a Ctrl-C reaches the jobs already, a `kill` of Snakemake's pid does not). Ending a job
+    leaves no partial record: the GPU lock is a flock, and records are written atomically."""
     for number in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(number)
 
         def handler(signum: int, frame: Any, previous: Any = previous) -> None:
             for pid in descendants(os.getpid()):
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGTERM)
-                except OSError:
-                    pass
             if callable(previous):
                 previous(signum, frame)
             else:

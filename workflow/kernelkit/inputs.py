@@ -22,16 +22,14 @@ def rng_for(*parts: object) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32("/".join(str(p) for p in parts).encode()))
 
 
-# Arrays above this many elements are drawn in chunks of it, each chunk from its own generator
-# seeded from the case's, on all cores (numpy's generators release the GIL while they fill an
-# array). Why: drawing rmsnorm 16384x8193's input in one float64 call took 2.1 s of a 3.0 s timing
-# job (H200 machine, 2026-11-30). The chunking is fixed, so the values do not depend on the cores.
+# Larger arrays are drawn in chunks of this, each from its own seeded generator, on all cores: one
+# float64 call took 2.1 s of a 3.0 s timing job (rmsnorm 16384x8193). Fixed chunks: same values.
 CHUNK_ELEMENTS = 1 << 22
 
 
 def _normal(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Standard normal values: float64 from `rng` for arrays up to CHUNK_ELEMENTS (the correctness
-    cases, whose values are as they always were), float32 from one generator per chunk above."""
+    """Standard normal values: float64 from `rng` up to CHUNK_ELEMENTS (the correctness cases keep
+    their values), float32 from one generator per chunk above."""
     size = int(np.prod(shape))
     if size <= CHUNK_ELEMENTS:
         return rng.standard_normal(shape)
@@ -74,9 +72,8 @@ _last: tuple[tuple[str, str], dict[str, np.ndarray]] | None = None
 
 
 def timing_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
-    """The timing pattern's host inputs for one shape of a kernel (a spec.KernelSpec): the same
-    arrays for every layout and process that times or spans it, made once per process and shape
-    (read-only, so no layout can change what the next one gets)."""
+    """The timing pattern's host inputs for one shape, made once per process and shape and
+    read-only, so no layout can change what the next one gets."""
     global _last
     key = (str(spec.folder), shape_text)
     if _last is None or _last[0] != key:

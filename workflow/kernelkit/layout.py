@@ -1,9 +1,6 @@
-"""The result layout: where each record of a run lives, spelled out once.
-
-Each template names its parts as Snakemake wildcards, so rule files use them as outputs as they
-are; `path` fills one in for common.smk's target lists; `run_result_files` globs them for the
-readers (summary, report, diff). A log mirrors its result under results/{run}/logs/.
-"""
+"""The result layout: where each record of a run lives, spelled out once, as templates whose
+parts are Snakemake wildcards, so that rules, the plan and the readers share them. A log mirrors
+its result under results/{run}/logs/."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ ENVIRONMENT = f"{RUN_DIR}/environment.json"
 CEILING = f"{RUN_DIR}/ceilings/{{ceiling}}.json"
 # The ceilings a run measures (kernelkit.ceilings), each a record at CEILING.
 CEILING_KINDS = ("copy", "l2", "gemm", "floor")
-# Several GPUs on one host: the run's first card records at the two paths above, every further
-# card i the same records under gpus/i/ (a one-card run, and every run before, has no gpus/).
+# Several GPUs: the run's first card records at the two paths above, every further card i under gpus/i/.
 CARD_DIR = f"{RUN_DIR}/gpus/{{gpu}}"
 CARD_ENVIRONMENT = f"{CARD_DIR}/environment.json"
 CARD_CEILING = f"{CARD_DIR}/ceilings/{{ceiling}}.json"
@@ -27,8 +23,7 @@ CONTROL = f"{RUN_DIR}/controls/{{kernel}}/{{control}}.json"
 # view: "timing" for warm-cache targets, "cold" for cold ones (see timing_view).
 TIMING = f"{RUN_DIR}/{{view}}/{{kernel}}/{{shape}}/{{layout}}/rep{{n}}.json"
 SPAN = f"{RUN_DIR}/span/{{kernel}}/{{shape}}/rep{{n}}.json"
-# One record per kernel, over its hand-written layouts (kernelkit.tools.sanitize says why); runs
-# made before that hold one per layout, which readers still load.
+# One record per kernel; runs made before hold one per layout, which readers still load.
 SANITIZER = f"{RUN_DIR}/sanitizer/{{kernel}}.json"
 SANITIZER_PER_LAYOUT = f"{RUN_DIR}/sanitizer/{{kernel}}/{{layout}}.json"
 PROFILE = f"{RUN_DIR}/profile/{{kernel}}/{{shape}}/{{layout}}.json"
@@ -43,17 +38,10 @@ DIFF_MARKDOWN = "reports/diff/{a}__vs__{b}/diff.md"
 DIFF_HTML = "reports/diff/{a}__vs__{b}/diff.html"
 
 # The kinds of record in a run directory, as readers ask for them.
-KINDS = {
-    "timing": (TIMING, {"view": "timing"}),
-    "cold": (TIMING, {"view": "cold"}),
-    "span": (SPAN, {}),
-    "correctness": (CORRECTNESS, {}),
-    "controls": (CONTROL, {}),
-    "ceilings": (CEILING, {}),
-    "sanitizer": (SANITIZER, {}),
-    "sanitizer_per_layout": (SANITIZER_PER_LAYOUT, {}),
-    "profile": (PROFILE, {}),
-}
+KINDS = {"timing": (TIMING, {"view": "timing"}), "cold": (TIMING, {"view": "cold"}), **{
+    kind: (template, {}) for kind, template in (
+        ("span", SPAN), ("correctness", CORRECTNESS), ("controls", CONTROL), ("ceilings", CEILING),
+        ("sanitizer", SANITIZER), ("sanitizer_per_layout", SANITIZER_PER_LAYOUT), ("profile", PROFILE))}}
 
 
 def timing_view(cache: str) -> str:
@@ -67,8 +55,8 @@ def path(template: str, **parts: object) -> str:
 
 
 def log(template: str, name: str | None = None) -> str:
-    """The log of a result under results/{run}/: the same path under results/{run}/logs/, ending .log.
-    Results outside results/ (figures, reports) name their log: log(FIGURE, "figures/{kernel}")."""
+    """The log of a result under results/{run}/: the same path under results/{run}/logs/, ending
+    .log; results outside results/ name theirs: log(FIGURE, "figures/{kernel}")."""
     if name is not None:
         return f"{RUN_DIR}/logs/{name}.log"
     prefix = RUN_DIR + "/"
@@ -90,8 +78,6 @@ def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
 
 
 def card_dirs(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """The directories holding a card's environment.json and ceilings/: the run's own first,
-    then gpus/<i>/ of every further card, by index."""
+    """The directories holding a card's environment.json and ceilings/: the run's own, then gpus/<i>/."""
     root = Path(run_dir)
-    further = sorted((p for p in root.glob("gpus/*") if p.name.isdigit()), key=lambda p: int(p.name))
-    return [root, *further]
+    return [root, *sorted((p for p in root.glob("gpus/*") if p.name.isdigit()), key=lambda p: int(p.name))]

@@ -1,10 +1,6 @@
-"""The judgement of one correctness launch from its raw output bits, apart from the GPU.
-
-The correctness suite (kernelkit.cases) fills the output, and guard regions on both sides of it,
-with a sentinel NaN, launches, and downloads [guard | output | guard] as uint32 bits; this
-module says whether every output element was overwritten with a finite value within tolerance
-and no guard element changed. Plain NumPy, so it is tested on the CPU.
-"""
+"""The judgement of one correctness launch from the raw uint32 bits of [guard | output | guard],
+all filled with a sentinel NaN before it: every output element written, finite and within
+tolerance, and no guard element changed. Plain NumPy, so it is tested on the CPU."""
 
 from __future__ import annotations
 
@@ -20,18 +16,10 @@ SENTINEL_BITS = np.uint32(0x7FA5A5A5)
 GUARD_ELEMENTS = 1024
 
 
-def check_case(
-    bits: np.ndarray,
-    reference: np.ndarray,
-    tolerance: Tolerance,
-    guard: int = GUARD_ELEMENTS,
-    scale: np.ndarray | None = None,
-) -> dict[str, Any]:
-    """Judge one launch from the raw uint32 bits of [guard | output | guard].
-
-    An element passes when |out - ref| <= abs + rel * scale, where scale is |ref| unless the
-    spec gives the magnitude its rounding error grows with (see KernelSpec.error_scale).
-    """
+def check_case(bits: np.ndarray, reference: np.ndarray, tolerance: Tolerance, guard: int = GUARD_ELEMENTS,
+               scale: np.ndarray | None = None) -> dict[str, Any]:
+    """Judge one launch: an element passes when |out - ref| <= abs + rel * scale, scale |ref|
+    unless the spec gives the magnitude its rounding error grows with (KernelSpec.error_scale)."""
     bits = np.asarray(bits, dtype=np.uint32)
     body_bits = bits[guard : bits.size - guard]
     guard_bits = np.concatenate([bits[:guard], bits[bits.size - guard :]])

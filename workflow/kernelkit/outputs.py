@@ -4,19 +4,16 @@ they are written, apart from the records, which the stages write (kernelkit.reco
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from kernelkit import KitError
-from kernelkit.records import _temp_prefix, _umask, printable
+from kernelkit.records import printable, write_temp
 
 
 def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
-    """The output paths of one command, or one sentence on why they may not be written: two that
-    are the same file, one inside a run folder (a folder holding environment.json or config.json:
-    evidence is never overwritten by a reader), one reached through a symbolic link (it would write
-    wherever the link points), or one that names a folder."""
+    """The output paths of one command, or one sentence on why they may not be written: the same
+    file twice, a folder, a path through a symbolic link, or one inside a run folder (evidence)."""
     try:
         return _check_outputs([Path(p) for p in paths])
     except OSError as error:
@@ -46,15 +43,9 @@ def _check_outputs(chosen: list[Path]) -> list[Path]:
 
 
 def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
-    """Write a command's outputs (report.md and report.html, say) so that they are replaced together.
-
-    Each is written to a temporary file in its folder, then all are renamed into place, with
-    SIGINT and SIGTERM held back from the first temporary file to the last rename (noted by a
-    handler of the process, whichever thread the kernel hands them to, and raised again at the
-    end): an interrupt then leaves the old outputs or the new ones, never a mix and never a
-    temporary file. Writers of the same folder take turns (an flock on the folder). Any failure is
-    one sentence (KitError).
-    """
+    """Write a command's outputs so that they are replaced together: SIGINT and SIGTERM wait from
+    the first write to the last rename, so an interrupt leaves the old outputs or the new ones,
+    never a mix. Writers of the same folder take turns (an flock on it)."""
     import fcntl
     import signal
 
@@ -68,28 +59,19 @@ def write_outputs(outputs: list[tuple[str | os.PathLike[str], str]]) -> None:
         pass
     pending: list[tuple[str, Path]] = []
     locked: dict[str, int] = {}
+    path: Path | None = None  # the one being written, named if it cannot be
     try:
         for path, (_, text) in zip(paths, outputs):
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                folder = os.path.realpath(path.parent)
-                if folder not in locked:
-                    locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
-                    fcntl.flock(locked[folder], fcntl.LOCK_EX)
-                handle_fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path.name))
-                pending.append((tmp, path))
-                with os.fdopen(handle_fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.chmod(tmp, 0o666 & ~_umask())
-            except OSError as error:
-                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+            path.parent.mkdir(parents=True, exist_ok=True)
+            folder = os.path.realpath(path.parent)
+            if folder not in locked:
+                locked[folder] = os.open(folder, os.O_RDONLY | os.O_CLOEXEC)
+                fcntl.flock(locked[folder], fcntl.LOCK_EX)
+            pending.append((write_temp(path, text.encode("utf-8")), path))
         for tmp, path in pending:
-            try:
-                os.replace(tmp, path)
-            except OSError as error:
-                raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
+            os.replace(tmp, path)
+    except OSError as error:
+        raise KitError(f"cannot write {printable(str(path))} ({error.strerror or error})") from None
     finally:
         for tmp, _ in pending:
             Path(tmp).unlink(missing_ok=True)

@@ -1,19 +1,10 @@
 """The target plan of a run: which records it makes, which job makes each, and in what order.
 
-Plain Python on a validated config, so that the workflow (workflow/rules/common.smk) only asks it
-and the tests can check it without Snakemake. The job shapes:
-
-- per kernel, one correctness job (every layout, a record each), one negative-control job (every
-  control, a record each) and one sanitizer job (its hand-written layouts, one record);
-- per kernel/shape/repeat/cache, one timing job that times every layout in a seeded shuffled
-  order (kernelkit.timing.layout_order) and writes each layout's own record, so each
-  kernel/shape/layout/repeat stays its own target; repeats are always separate jobs;
-- per kernel/shape/repeat, one span job.
-
-Why these shapes: a job is a process, and a process pays Python, CuPy, a CUDA context and, for a
-library layout, Torch's import (4-6 s on the H200's host) before its first launch. One process per
-layout and repeat paid that 370 times for the default config; these shapes pay it 87 times and
-still keep every repeat in a process of its own, which the diff's statistics rest on.
+Plain Python, so that common.smk only asks it and tests need no Snakemake. Per kernel, one job
+per check stage; per kernel/shape/repeat/cache, one timing job for every layout, a record each;
+per kernel/shape/repeat, one span job. Why: a process pays Python, CuPy, a CUDA context and maybe
+Torch (4-6 s) before its first launch: 370 times for the default config with one per layout and
+repeat, 87 times so, and every repeat still has its own process, which the diff rests on.
 """
 
 from __future__ import annotations
@@ -26,14 +17,13 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from kernelkit import KitError, sweeps
 from kernelkit import config as kit_config
 from kernelkit import layout as paths
-from kernelkit import sweeps
 
-# Snakemake priorities (only jobs that are ready together are ordered by them): the environment
-# first, so that a machine without a GPU fails there; the ceilings next, on a GPU as cold as the
-# run's start; every check before any timing; then the timing jobs repeat by repeat in a seeded
-# order, each repeat's spans after its timings.
+# Snakemake priorities: the environment first (a machine without a GPU fails there), the ceilings
+# on a GPU as cold as the run's start, every check before any timing, then the timing jobs repeat
+# by repeat in a seeded order, each repeat's spans after its timings.
 ENVIRONMENT_PRIORITY = 2**40
 CEILING_PRIORITY = 2**39
 CHECK_PRIORITY = 2**38
@@ -41,9 +31,9 @@ REPEAT_STEP = 2**32
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, cache: str = "warm") -> int:
-    """A seeded pseudo-random key of one timing job; within a repeat, jobs run in ascending key.
-    A key per job (not a shuffled list) keeps each job's place when others are added, and gives
-    every repeat its own order, so that drift lands on different kernels in different repeats."""
+    """A seeded key of one timing job; within a repeat, jobs run in ascending key. A key per job
+    (not a shuffled list) keeps each job's place when others are added, and each repeat its own
+    order, so that drift lands on different kernels in different repeats."""
     return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{cache}".encode())
 
 
@@ -91,8 +81,6 @@ class Plan:
         return [name for name in self.layouts[kernel] if not self.specs[kernel].is_baseline(name)]
 
     def control_layouts(self, kernel: str) -> list[str]:
-        """What negative controls build: every hand-written layout of the spec (a control aimed at
-        one layout must be caught even when only another is configured) and one point per sweep."""
         return sweeps.control_layouts(self.specs[kernel], self.config["kernels"][kernel])
 
     def controls(self, kernel: str) -> list[str]:
@@ -110,17 +98,16 @@ class Plan:
 
     def sanitizer_files(self, kernel: str) -> list[str]:
         """The kernel's one sanitizer record, when `sanitize` is on and it has a hand-written layout."""
-        if not self.config.get("sanitize", True) or not self.hand_written(kernel):
-            return []
-        return [self.path(paths.SANITIZER, kernel=kernel)]
+        sanitized = self.config.get("sanitize", True) and self.hand_written(kernel)
+        return [self.path(paths.SANITIZER, kernel=kernel)] if sanitized else []
 
     def timing_job_files(self, job: TimingJob) -> list[str]:
         return [self.path(paths.TIMING, view=paths.timing_view(job.cache), kernel=job.kernel, shape=job.shape,
                           layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
 
     def timing_jobs(self) -> list[TimingJob]:
-        """Every timing job in the order the workflow runs them: repeats in turn, each shuffled.
-        Made once: the workflow asks for it from every input function of a timing target."""
+        """Every timing job in the order the workflow runs them; made once, as every input function
+        of a timing target asks for it."""
         if self._jobs is None:
             self._jobs = []
             for repeat in range(1, self.repeats + 1):
@@ -161,10 +148,8 @@ class Plan:
                 + [(paths.CARD_CEILING, kind) for kind in self.ceiling_kinds()]]
 
     def profile_files(self) -> list[str]:
-        if not self.config.get("profile"):
-            return []
-        return [self.path(paths.PROFILE, kernel=k, shape=s, layout=name)
-                for k in self.kernels for s in self.shapes(k) for name in self.layouts[k]]
+        return [self.path(paths.PROFILE, kernel=k, shape=s, layout=name) for k in self.kernels
+                for s in self.shapes(k) for name in self.layouts[k] if self.config.get("profile")]
 
     def report_files(self) -> list[str]:
         return [self.path(paths.SUMMARY), self.path(paths.REPORT_MARKDOWN), self.path(paths.REPORT_HTML)]
@@ -180,10 +165,6 @@ class Plan:
     def target_problem(self, target: str, gpus: list[int] | None = None) -> str | None:
         """One sentence on what is wrong with a target path a command names, or None for one this
         plan builds (or that is not a run's record, which Snakemake judges itself)."""
-        import os
-
-        from kernelkit import KitError
-
         clean = os.path.normpath(os.path.relpath(target) if os.path.isabs(target) else target)
         if clean == ".." or clean.startswith("../"):
             return f"target '{target}' is outside this checkout; name it from the repository root, as results/{self.run}/..."
@@ -203,15 +184,14 @@ class Plan:
             if part.get("view", "timing") not in ("timing", "cold") or clean == self.path(paths.CLOCK_FIGURE):
                 return None
             try:
-                return self._part_problem(part, template, gpus)
+                return self.check_parts(part, template, gpus)
             except KitError as error:
                 return f"target '{target}': {error}"
         return None
 
-    def _part_problem(self, part: dict[str, str], template: str, gpus: list[int] | None) -> None:
-        """Raise KitError naming the first part of a target that the config does not allow."""
-        from kernelkit import KitError
-
+    def check_parts(self, part: Mapping[str, str], template: str, gpus: list[int] | None) -> None:
+        """Raise KitError naming the first part of a target (its path's wildcards) that the config
+        does not allow: the one judge of targets, for named paths and Snakemake's wildcards alike."""
         def allowed(what: str, value: str, choices: list[str], where: str) -> None:
             if value not in choices:
                 raise KitError(f"{what} '{value}' is not {where}; allowed: {', '.join(choices) or '(none)'}")
@@ -225,7 +205,7 @@ class Plan:
         if "ceiling" in part:
             allowed("ceiling", part["ceiling"], self.ceiling_kinds(), "configured")
         if "kernel" not in part:
-            return None
+            return
         kernel = part["kernel"].removesuffix(".svg") if template == paths.FIGURE else part["kernel"]
         allowed("kernel", kernel, self.kernels, "configured")
         if "shape" in part:
@@ -252,7 +232,6 @@ class Plan:
                                f"{', '.join(self.span_kernels) or '(none: the config has no span key)'}")
             if int(part["n"]) > self.span_repeats:
                 raise KitError(f"span repeat {part['n']} is beyond config key 'span.repeats' ({self.span_repeats})")
-        return None
 
 
 def committed(run_dir: str, repo: str) -> bool:

@@ -1,11 +1,6 @@
-"""The record formats: writing and reading result files, and the readers of older versions.
-
-Every result is written to a temporary file in the same directory and renamed into
-place, so an interrupted job leaves either the old file, or nothing, never half a file.
-Every record the stages write carries `format_version`; `read_record` brings a record of
-any earlier version to the current one, here and nowhere else, so readers (summary, report,
-diff) see one format. Where each record lives is layout.py's business.
-"""
+"""The record formats: every result is written beside itself and renamed into place, so an
+interrupted job leaves the old file or nothing; `read_record` brings a record of any earlier
+`format_version` to the current one, here and nowhere else, so readers see one format."""
 
 from __future__ import annotations
 
@@ -28,6 +23,15 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = write_temp(target, data)
+    try:
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after the rename; left by a failed one
+
+
+def write_temp(target: Path, data: bytes) -> str:
+    """A synced temporary file beside `target` holding `data`, for the caller to rename into place."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
@@ -35,10 +39,10 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return tmp
 
 
 # The writer's host and pid are in the temporary name, so the cleanup of a later run can tell an
@@ -57,27 +61,21 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, owned by another user
-        return True
+        pass
     return True
 
 
 def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
     """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
-
-    Only files whose writer ran on this host and is no longer alive go: a parallel job or a second
-    run in the same directory may be writing one right now, and a writer on another host (a
-    cluster node) cannot be checked from here, so its files stay.
-    """
+    Only those whose writer ran on this host and is gone: a parallel job may be writing one right
+    now, and a writer on another host (a cluster node) cannot be checked from here."""
     removed = []
-    host = socket.gethostname()
     for candidate in Path(run_dir).rglob(".*.tmp-*"):
         match = _TEMP_NAME.match(candidate.name)
-        if not match or match["host"] != host or not candidate.is_file():
-            continue
-        if process_alive(int(match["pid"])):
-            continue
-        candidate.unlink(missing_ok=True)
-        removed.append(candidate)
+        if (match and match["host"] == socket.gethostname() and candidate.is_file()
+                and not process_alive(int(match["pid"]))):
+            candidate.unlink(missing_ok=True)
+            removed.append(candidate)
     return removed
 
 
@@ -120,14 +118,9 @@ def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
     """A record of any known version in the current format; KitError for one from a newer kit.
-
-    What older timing records leave out and what it meant when they were written:
-    - no `method_used`: the event fallback did not exist yet; every sample was a graph replay
-      of `launches_per_graph` calls;
-    - no `method_used.cache`: cold-cache timing did not exist yet; warm;
-    - no `method_used.stopped_by`: the stopping rule did not exist yet; a fixed count.
-    A missing `disturbed_samples` stays missing: the sampler did not run, which is not zero.
-    """
+    Version 1 timing records lacked what did not exist yet: the event fallback (every sample a
+    graph replay), cold caches (warm) and the stopping rule (a fixed count). A missing
+    `disturbed_samples` stays missing: the sampler did not run, which is not zero."""
     version = record.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise KitError(f"{where} has format version {version!r}; this kit reads versions 1 to {FORMAT_VERSION}")
@@ -153,13 +146,8 @@ def canonical_hash(payload: Any) -> str:
 
 def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
-
-    One process may write several records (a timing job writes one per layout), each with the
-    job's clock as it stood then: a process counts once, with its latest clock. Wall time is the
-    latest job end less the earliest job start, so it covers every job that wrote a record
-    (start-up and imports included: a job's clock starts with its process). Records written
-    before jobs were timed have no "job" field; they are counted, not guessed.
-    """
+    A process that wrote several records counts once, with its latest clock; records from before
+    jobs were timed have no "job" field and are counted, not guessed."""
     from statistics import median
 
     latest: dict[Any, dict[str, Any]] = {}
@@ -195,9 +183,7 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
-# --- The one reader of a run's records (report, diff, summary, history) ----------------------------
-# Anything it refuses is refused everywhere, in one sentence naming the file and the field.
-
+# --- The one reader of a run's records: what it refuses is refused everywhere, in one sentence ---
 # Larger files are refused before they are parsed: a record of the default config is ~40 KB.
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 # Plausible sample durations in microseconds (a femtosecond to about 11 days): zero, negative or
@@ -238,15 +224,8 @@ def _text(record: dict[str, Any], key: str, kind: str, path: Any) -> str:
     return value
 
 
-def _repeat(record: dict[str, Any], kind: str, path: Any) -> int:
-    value = record.get("repeat")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _refuse(kind, path, f"field 'repeat' must be an integer from 1, not {printable(repr(value))[:40]}")
-    return value
-
-
 def check_samples(samples: Any, kind: str, path: Any, field: str = "samples_us") -> list[float]:
-    """Samples a ratio can be taken of: a non-empty list of at most MAX_SAMPLES finite positive numbers."""
+    """Samples a ratio can be taken of."""
     if not isinstance(samples, list) or not samples:
         raise _refuse(kind, path, f"field '{field}' must be a non-empty list of numbers")
     if len(samples) > MAX_SAMPLES:
@@ -267,13 +246,9 @@ def _agree(kind: str, path: Path, named: tuple[str, ...], recorded: tuple[Any, .
 
 
 def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
-    """One record of a run, checked for what every reader needs and brought to the current format.
-
-    kind: timing, cold, span, correctness, controls, ceilings, sanitizer, profile, environment,
-    config. Checked: that it is a JSON object within MAX_RECORD_BYTES; its format version; the
-    keys and field types of its kind; finite positive samples; and that the kernel, shape, layout,
-    control, repeat or ceiling its fields name is the one its path names.
-    """
+    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what
+    every reader needs, including that the target its fields name is the one its path names, and
+    brought to the current format."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -308,9 +283,14 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     missing = [key for key in REQUIRED.get(own, ()) if key not in record]
     if missing:
         raise _refuse(kind, path, f"lacks the field(s) {', '.join(missing)}")
+    if kind in ("timing", "cold", "span"):
+        fields = ("kernel", "shape") if kind == "span" else ("kernel", "shape", "layout")
+        names = tuple(_text(record, key, kind, path) for key in fields)
+        repeat = record.get("repeat")
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+            raise _refuse(kind, path, f"field 'repeat' must be an integer from 1, not {printable(repr(repeat))[:40]}")
+        _agree(kind, path, path.parts[-len(fields) - 1:-1] + (path.stem,), names + (f"rep{repeat}",))
     if kind in ("timing", "cold"):
-        names = tuple(_text(record, key, kind, path) for key in ("kernel", "shape", "layout"))
-        _agree(kind, path, tuple(path.parts[-4:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
         if own == "skipped":
             if not isinstance(record["skipped"], str):
                 raise _refuse(kind, path, "field 'skipped' must be the reason, a text")
@@ -326,8 +306,6 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
                 if not _number(record[key]) or record[key] < 0:
                     raise _refuse(kind, path, f"field '{key}' must be a number of at least 0")
     elif kind == "span":
-        names = (_text(record, "kernel", kind, path), _text(record, "shape", kind, path))
-        _agree(kind, path, tuple(path.parts[-3:-1]) + (path.stem,), names + (f"rep{_repeat(record, kind, path)}",))
         layouts = record["layouts"]
         if not isinstance(layouts, dict) or not layouts:
             raise _refuse(kind, path, "field 'layouts' must be an object of layouts")
@@ -360,9 +338,9 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
 
 
 def read_run_records(run_dir: str | os.PathLike[str], kind: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Every record of one kind in a run folder, read by `read_checked`, with its path; for timings
-    and spans, also that each configuration's repeats are numbered 1, 2, ... without a gap (a gap
-    is a record of another run copied in, or one removed by hand)."""
+    """Every record of one kind in a run folder, read by `read_checked`, with its path; timings and
+    spans must number each configuration's repeats without a gap (a gap is a record of another run
+    copied in, or one removed by hand)."""
     from kernelkit.layout import run_result_files
 
     found = [(path, read_checked(path, kind)) for path in run_result_files(run_dir, kind)]

@@ -1,10 +1,6 @@
-"""`kernelkit new NAME`: a working starting folder for a new operation.
-
-The folder holds a small memory-bound kernel (y = scale * x), its spec with a float64
-reference, two negative controls and one layout, and its float32 emulation; it passes the
-same CPU tests as every committed kernel folder. Naming it in the config is the only other
-step: nothing in the kit knows operations by name.
-"""
+"""`kernelkit new NAME`: a working starting folder for a new operation: a memory-bound kernel
+(y = scale * x), its spec, two negative controls and its float32 emulation, passing the same CPU
+tests as every kernel folder. Naming it in the config is the only other step."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ MAX_OUTPUT_BYTES = 2**40  # 1 TiB for a float32 output alone
 
 
 def check_bounds(spec: specs.KernelSpec, shape: specs.Shape) -> None:
-    """Refuse shapes no GPU can run, before a job tries: dimensions beyond 32-bit sizes, or an output
-    alone above 1 TiB (the device's own memory is checked by `check_fits`, where it is known)."""
+    """Refuse shapes no GPU can run, before a job tries (the device's memory is `check_fits`'s)."""
     text = specs.shape_name(shape)
     if max(shape) > MAX_DIMENSION:
         raise KitError(f"shape '{text}' of kernel '{spec.name}' has a dimension above {MAX_DIMENSION} "
@@ -35,12 +34,9 @@ def _gib(count: float) -> str:
 
 
 def check_fits(spec: specs.KernelSpec, shape: specs.Shape, device_bytes: int, copies: int = 1) -> None:
-    """One sentence when a shape cannot fit in the device's memory, for stages that know the device.
-
-    The bytes counted are a lower bound of what the timing process allocates, the float32 output
-    of every copy of the buffers (`timing.placements`): inputs vary by kernel, and an estimate that
-    over-counted (a gather's bytes_moved counts every gathered row) would refuse shapes that fit.
-    """
+    """One sentence when a shape cannot fit in the device's memory. Only the float32 output of
+    every copy of the buffers counts, a lower bound: an estimate that over-counted (a gather's
+    bytes_moved counts every gathered row) would refuse shapes that fit."""
     needed = copies * _output_bytes(spec, shape)
     if needed > device_bytes:
         copies_text = f" in {copies} copies" if copies > 1 else ""

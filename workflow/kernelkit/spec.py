@@ -1,10 +1,6 @@
-"""What a kernel folder declares, and how the kit finds it.
-
-An operation lives in `kernels/<name>/`: a CUDA source and a `spec.py` that defines
-`SPEC = KernelSpec(...)`. The kit never special-cases an operation; everything it needs
-to check, time and report a kernel comes from this object, so adding an operation means
-adding a folder.
-"""
+"""What a kernel folder declares, and how the kit finds it: `kernels/<name>/` holds a CUDA source
+and a `spec.py` defining `SPEC = KernelSpec(...)`, everything the kit needs to check, time and
+report it, so adding an operation means adding a folder."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ from kernelkit.inputs import PATTERNS
 Shape = tuple[int, ...]
 
 SHAPE_PATTERN = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*)*$")
-# A sweep point's name, `base[p1=v1,p2=v2]`, or its file-safe spelling `base@p1=v1,p2=v2` (paths
-# and Snakemake wildcards avoid `[` `]`, which the shell and glob read as a character class).
+# A sweep point's name, `base[p1=v1,p2=v2]`, or `base@p1=v1,p2=v2` in paths (glob reads `[` `]`).
 POINT_PATTERN = re.compile(r"^(?P<base>[A-Za-z0-9_]+)(?:\[(?P<bracket>[^\]]*)\]|@(?P<file>.*))$")
 
 
@@ -80,17 +75,14 @@ class Launch:
 
 @dataclass(frozen=True)
 class Mutation:
-    """A negative control: one exact text edit of the source that the checks must catch.
-
-    The text to find must occur exactly once, so that an edit of the kernel that moves it
-    breaks the control loudly instead of silently turning it into the correct kernel.
-    """
+    """A negative control: one exact text edit of the source that the checks must catch. The text
+    must occur exactly once, so that an edit of the kernel breaks the control loudly instead of
+    silently turning it into the correct kernel."""
 
     find: str
     replace: str
     why: str
-    # Why the CPU emulation cannot show this bug (a race needs threads), or "" when it can: the
-    # CPU tests then skip emulating this control and say why; on the GPU it must still be caught.
+    # Why the CPU emulation cannot show this bug (a race needs threads), or "": the CPU tests say so.
     needs_gpu_to_show: str = ""
 
     def apply(self, source: str) -> str:
@@ -104,11 +96,9 @@ class Mutation:
 class Baseline:
     """A library implementation timed beside the hand-written kernels (a layout with no CUDA source).
 
-    `make_call(buffers, shape)` runs untimed: it may convert the CuPy input buffers, build
-    sparse matrices or compile a Triton kernel, and returns a zero-argument callable that
-    enqueues one evaluation on the current stream and returns the output array (CuPy or
-    torch, float32, in the output shape). The library allocates that output itself, so
-    guard regions do not apply; the sentinel check still sees a result of the wrong size.
+    `make_call(buffers, shape)` runs untimed and returns a zero-argument callable that enqueues one
+    evaluation on the current stream and returns the float32 output (CuPy or torch). The library
+    allocates that output itself, so guard regions do not apply.
     """
 
     package: str
@@ -144,30 +134,23 @@ class KernelSpec:
     timing_pattern: str = "normal"
     output_shape: Callable[[Shape], Shape] = lambda shape: shape
     compile_options: tuple[str, ...] = ("--std=c++17",)
-    # Extra options a layout's parameters ask for (e.g. `-DBM=128` for a tile size), so that
-    # one source serves every point of a parameter grid; appended to `compile_options`.
+    # Options a layout's parameters add (`-DBM=128`), so one source serves every point of a grid.
     layout_options: Callable[[Mapping[str, Any]], tuple[str, ...]] = lambda layout: ()
-    # For reductions, the size an FP32 rounding error scales with is the sum of the absolute
-    # terms, not |reference| (which cancellation can make tiny); a spec that reduces returns
-    # that sum here and the relative tolerance applies to it.
+    # For reductions, FP32 rounding error scales with the sum of the absolute terms, not |reference|
+    # (which cancellation can make tiny): the relative tolerance applies to what this returns.
     error_scale: Callable[[Mapping[str, np.ndarray]], np.ndarray] | None = None
     baselines: Mapping[str, Baseline] = field(default_factory=dict)
-    # Layouts (hand-written or baseline) whose results may differ bit for bit between identical
-    # launches (atomics), each with the reason; every other layout must repeat itself exactly.
+    # Layouts whose bits may differ between identical launches (atomics), each with the reason.
     nondeterministic: Mapping[str, str] = field(default_factory=dict)
-    # The float64 reference for device (CuPy) arrays, for a `reference` that cannot run on CuPy as it
-    # is; None: `reference` itself is tried on the device first (see kernelkit.verify).
+    # The float64 reference on CuPy arrays; None: `reference` itself is tried (kernelkit.verify).
     device_reference: Callable[[Mapping[str, Any]], Any] | None = None
     # The correctness shapes compute-sanitizer runs (pattern `normal`); None: see sanitizer_shapes_used.
     sanitizer_shapes: tuple[Shape, ...] | None = None
-    # bytes_moved counts compulsory traffic (each datum once); a layout family that must issue
-    # more (gathers re-reading rows) states that count here, and the report shows both.
+    # bytes_moved counts each datum once; gathers that re-read rows state what they issue here.
     bytes_issued: Callable[[Shape], int] | None = None
-    # Layout -> elements per vector access along the last dimension: at a width that is not a
-    # multiple, that layout takes its scalar path, which the report then names as a reason.
+    # Layout -> elements per vector access: at a width not a multiple, it takes its scalar path.
     vector_width: Mapping[str, int] = field(default_factory=dict)
-    # Layout -> parameter -> values: the grid a sweep over that layout's points spans (the
-    # layout's own dict is the default point; each point overrides some of its parameters).
+    # Layout -> parameter -> values: the grid its sweep spans; each point overrides the layout's own.
     sweeps: Mapping[str, Mapping[str, Sequence[Any]]] = field(default_factory=dict)
     folder: Path = field(default=Path("."))
 
@@ -248,12 +231,8 @@ class KernelSpec:
         return str(self.layout(layout).get("entry", self.entry))
 
     def sanitizer_shapes_used(self) -> tuple[Shape, ...]:
-        """The spec's `sanitizer_shapes`, else every correctness shape but the largest.
-
-        The correctness shapes are chosen to reach every code path (odd widths, tails, several
-        warps, blocks or loop trips); all but the largest still do, while the largest costs the
-        most under instrumentation (racecheck tracks every shared-memory access). One shape is kept.
-        """
+        """The spec's `sanitizer_shapes`, else every correctness shape but the largest (at least one):
+        the others still reach every code path, and the largest costs most under instrumentation."""
         if self.sanitizer_shapes is not None:
             return tuple(self.sanitizer_shapes)
         if len(self.correctness_shapes) < 2:
@@ -316,15 +295,10 @@ def _module(name: str, path: Path) -> Any:
 
 
 def load_emulation(spec: KernelSpec) -> Callable[..., tuple[np.ndarray, np.ndarray | None]]:
-    """The kernel folder's CPU emulation (kernels/<name>/emulation.py): the CPU test suite's
-    stand-in for the GPU, never used on it.
-
-    `emulate(inputs, layout, control=None)` returns (output, unwritten): the kernel's arithmetic in
-    float32, and a boolean mask of output elements the kernel would leave unwritten (or None);
-    with `control`, the same for the mutated source. The tests check that it passes every
-    correctness case and that each control fails one, which shows the spec's tolerance is neither
-    too tight for FP32 nor loose enough to hide the bugs.
-    """
+    """The kernel folder's CPU emulation, the CPU tests' stand-in for the GPU: `emulate(inputs,
+    layout, control=None)` returns the kernel's float32 output and a mask of elements it would
+    leave unwritten (or None). Passing every case while each control fails one shows the spec's
+    tolerance is neither too tight for FP32 nor loose enough to hide the bugs."""
     path = spec.folder / EMULATION_FILE
     if not path.is_file():
         raise KitError(f"kernels/{spec.name} has no {EMULATION_FILE}; every kernel folder carries its CPU emulation")

@@ -1,12 +1,9 @@
 """Statistics of timing samples, kept small and exact.
 
-Within a run: medians and ranges (robust with 15 samples, no model behind them). Between
-runs: the ratio of medians B/A with a bootstrap confidence interval that resamples whole
-processes (repeats) first and samples inside them second. Resampling samples alone would
-pretend that one process's samples describe every process; on the H200, the medians of two
-processes timing the same configuration can lie further apart than the samples inside
-either (the report lists such cases among its caveats). Against the run's ceilings: their rates
-(`rates`), read from the ceiling records by the ceilings stage and the report alike.
+Within a run: medians and ranges (robust with 15 samples, no model behind them). Between runs:
+the ratio of medians B/A with a bootstrap interval that resamples whole processes first and
+samples inside them second: on the H200, the medians of two processes timing the same
+configuration can lie further apart than the samples inside either.
 """
 
 from __future__ import annotations
@@ -47,10 +44,8 @@ class RatioInterval:
     confidence: float
 
 
-# Work bounds of the bootstrap: a process's samples are drawn at most this many at a time (an
-# m-out-of-n bootstrap for a process with more, which widens its interval, never narrows it), and
-# resamples are made in chunks of at most this many values, so memory stays near 32 MB whatever a
-# record holds. Records of the kit's configs hold 15 to 100,000 samples per process.
+# Bootstrap work bounds: at most this many draws per process (m-out-of-n, which only widens the
+# interval), in chunks of at most this many values, so memory stays near 32 MB whatever a record holds.
 MAX_DRAWS_PER_PROCESS = 2000
 CHUNK_VALUES = 4_000_000
 
@@ -58,8 +53,7 @@ CHUNK_VALUES = 4_000_000
 def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Median of the pooled samples after picking processes, then samples, with replacement."""
     arrays = [np.asarray(g, dtype=float) for g in groups]
-    sizes = np.array([len(g) for g in arrays])
-    draws_of = np.minimum(sizes, MAX_DRAWS_PER_PROCESS)
+    draws_of = np.minimum([len(g) for g in arrays], MAX_DRAWS_PER_PROCESS)
     width = int(draws_of.max())
     chunk = max(1, CHUNK_VALUES // (len(arrays) * width))
     medians = np.empty(resamples)
@@ -77,17 +71,10 @@ def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: n
     return medians
 
 
-def ratio_interval(
-    a: Sequence[Sequence[float]],
-    b: Sequence[Sequence[float]],
-    confidence: float = 0.95,
-    resamples: int = 4000,
-    seed: int = 0,
-) -> RatioInterval:
-    """Ratio of pooled medians B/A and its percentile bootstrap interval at `confidence`.
-
-    `a` and `b` are lists of processes, each a list of samples.
-    """
+def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
+                   resamples: int = 4000, seed: int = 0) -> RatioInterval:
+    """Ratio of pooled medians B/A and its percentile bootstrap interval; `a` and `b` are lists of
+    processes, each a list of samples."""
     if not a or not b or not all(a) or not all(b):
         raise ValueError("each side needs at least one process with samples")
     rng = np.random.default_rng(seed)
@@ -101,23 +88,16 @@ def ratio_interval(
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:
     """+1 when every process of B has a higher median than every process of A, -1 when every
     one has a lower median, 0 when the process medians interleave."""
-    medians_a = [median(g) for g in a]
-    medians_b = [median(g) for g in b]
-    if min(medians_b) > max(medians_a):
-        return 1
-    if max(medians_b) < min(medians_a):
-        return -1
-    return 0
+    medians_a, medians_b = [median(g) for g in a], [median(g) for g in b]
+    return 1 if min(medians_b) > max(medians_a) else -1 if max(medians_b) < min(medians_a) else 0
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
-    """SAME when the interval lies inside 1 +- threshold. SLOWER (FASTER) when it lies wholly
-    beyond 1 + threshold (below 1 - threshold) and every process of B is slower (faster) than
-    every process of A. A change is claimed only when it is larger than the threshold that SAME
-    tolerates: a fresh process can land its buffers where a kernel runs 2% slower for its whole
-    life (h200-s5a vs h200-s5b, rmsnorm 512x8193 t32, identical code), and two or three
-    processes a side cannot show that spread to the bootstrap. AMBIGUOUS otherwise: the
-    evidence is too wide or too mixed to decide."""
+    """SAME when the interval lies inside 1 +- threshold; SLOWER (FASTER) when it lies wholly beyond
+    it and every process of B is slower (faster) than every process of A; else AMBIGUOUS. A change
+    must exceed the threshold: a fresh process can land its buffers where a kernel runs 2% slower
+    for its whole life (h200-s5a vs h200-s5b, identical code), which two or three processes a side
+    cannot show the bootstrap."""
     if interval.low >= 1.0 - threshold and interval.high <= 1.0 + threshold:
         return "SAME"
     if interval.low > 1.0 + threshold and order > 0:
@@ -128,11 +108,8 @@ def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
 
 
 def median_relative_halfwidth(samples: Sequence[float], z: float = 1.96) -> float:
-    """Half the width of a distribution-free ~95% interval of the median, over the median.
-
-    The interval runs between the order statistics n/2 -+ z sqrt(n)/2 (the binomial
-    approximation), so it needs no assumption about the shape of the samples' distribution.
-    """
+    """Half the width of a distribution-free ~95% interval of the median, over the median: the
+    order statistics n/2 -+ z sqrt(n)/2 (binomial approximation) assume nothing of the samples' shape."""
     ordered = sorted(samples)
     n = len(ordered)
     if n < 2:
@@ -172,16 +149,10 @@ CEILING_TOLERANCE = 0.02
 
 def rates(records: dict[str, dict[str, Any]]) -> dict[str, float]:
     """copy and l2 GB/s, gemm GFLOP/s and the floor in us, from the medians of the ceiling targets."""
-    found = {}
-    if "copy" in records:
-        found["copy_gb_s"] = records["copy"]["bytes"] / (median(records["copy"]["samples_us"]) * 1e-6) / 1e9
-    if "l2" in records:
-        found["l2_gb_s"] = records["l2"]["bytes"] / (median(records["l2"]["samples_us"]) * 1e-6) / 1e9
-    if "gemm" in records:
-        found["gemm_gflop_s"] = records["gemm"]["flops"] / (median(records["gemm"]["samples_us"]) * 1e-6) / 1e9
-    if "floor" in records:
-        found["floor_us"] = median(records["floor"]["samples_us"])
-    return found
+    found = {f"{kind}_{unit}": records[kind][work] / (median(records[kind]["samples_us"]) * 1e-6) / 1e9
+             for kind, work, unit in (("copy", "bytes", "gb_s"), ("l2", "bytes", "gb_s"), ("gemm", "flops", "gflop_s"))
+             if kind in records}
+    return found | ({"floor_us": median(records["floor"]["samples_us"])} if "floor" in records else {})
 
 
 def near_floor(median_us: float, floor_us: float | None, factor: float = 3.0) -> bool:

@@ -1,11 +1,6 @@
-"""Parameter sweeps as tracked targets: which points a config's `kernels.<op>.sweeps` expands to.
-
-A spec declares, per base layout, a grid {param: values} (`KernelSpec.sweeps`); the config picks
-which grids to expand. Every valid point becomes a layout of its own, in the file-safe spelling
-`base@p=v,...` that paths, wildcards and records use (the report writes `base[p=v,...]`), so it
-gets a correctness target, a timing target per shape and repeat, and a place in the shuffled
-plan like any hand-written layout. Points the spec refuses are left out; the report counts them.
-"""
+"""Parameter sweeps as tracked targets: a spec declares grids per base layout, the config picks
+which to expand, and every valid point becomes a layout of its own (`base@p=v,...` in paths) with
+its own targets. Points the spec refuses are left out; the report counts them."""
 
 from __future__ import annotations
 
@@ -28,18 +23,10 @@ def layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
 
 
 def control_layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
-    """The layouts each negative control runs: every hand-written layout of the spec, and the first
-    valid point of each selected sweep.
-
-    A control mutates the CUDA source, so it must run every layout a mutation could be aimed at,
-    configured or not. A sweep point is the same source as its base, built with other -D options:
-    the mutated text is the same code, so one point shows that the control is caught under the
-    sweep's compile options (a point may take another code path, e.g. a tile size that leaves no
-    partial step), while the base layout's build catches it at the spec's own parameters. Running
-    every point would multiply each control by the grid (a 50-point grid and 5 controls: 250 builds)
-    for no new kind of evidence; each point still gets its own correctness target, which is what
-    shows that its build computes the right result.
-    """
+    """The layouts each negative control runs: every hand-written layout of the spec (a mutation
+    may aim at one not configured), and the first valid point of each selected sweep: a point is
+    its base's source with other -D options, and every point would multiply each control by the
+    grid (50 points, 5 controls: 250 builds) for no new kind of evidence."""
     firsts = [specs.file_name(sweep.names[0]) for sweep in configured_sweeps(spec, entry) if sweep.names]
     return [*spec.layouts, *firsts]
 

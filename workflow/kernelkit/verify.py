@@ -1,18 +1,14 @@
 """Verification at the timed shape: the timed configuration's own output, once, against float64.
 
-The correctness cases stop at small sizes (rmsnorm width 8193, triangle n 64, neighbor 100
-nodes) while the timed shapes are larger; a kernel whose error appears only beyond the largest
-correctness shape would pass every check and be timed, wrong. So every timed target and span
-launches its implementation once on the timed inputs, outside any timed interval, and compares
-the output with the spec's float64 reference under the spec's tolerance (and error scale).
+The correctness cases stop at small sizes; a kernel whose error appears only beyond them would
+pass every check and be timed, wrong. So every timed target and span launches once on the timed
+inputs, untimed, and compares with the spec's float64 reference under its tolerance.
 
-The reference runs on the GPU: CuPy implements NumPy's dispatch protocols, so a reference written
-with NumPy functions runs on CuPy arrays as it is (or a spec gives `device_reference`). Where it
-cannot, the CPU computes it, up to CPU_REFERENCE_MAX_ELEMENTS output elements; beyond that the
-record says verification was not possible, and why. A small shape's reference is computed on the
-CPU before the GPU lock is taken (`small_reference`): there the dozen CuPy kernels a reference
-uses, each loaded on first use in a process, cost more than the arithmetic. `compare` works on
-NumPy and CuPy arrays alike, so the judgement is tested on the CPU.
+The reference runs on the GPU (CuPy honours NumPy's dispatch, or a spec gives `device_reference`);
+else on the CPU up to CPU_REFERENCE_MAX_ELEMENTS, beyond which the record says why it was not
+verified. A small shape's reference is computed on the CPU before the GPU lock is taken: there
+the CuPy kernels a reference loads cost more than the arithmetic. `compare` takes NumPy and CuPy
+arrays alike, so the judgement is tested on the CPU.
 """
 
 from __future__ import annotations
@@ -27,9 +23,8 @@ from kernelkit.spec import KernelSpec, Shape, Tolerance
 
 # A float64 reference of 2^24 output elements takes seconds on one CPU core; larger ones are not tried.
 CPU_REFERENCE_MAX_ELEMENTS = 1 << 24
-# At most this many output elements and floating-point operations, NumPy computes the reference in
-# milliseconds, while its CuPy kernels took 0.28-0.43 s to load in a worker's first timing (H200,
-# h200-w2x2i), under the shared hold: rmsnorm 512x128 and 4096x128, not 16384x128 or matmul 1024^3.
+# Up to these, NumPy computes the reference in milliseconds, while its CuPy kernels took 0.28-0.43 s
+# to load in a worker's first timing (H200, h200-w2x2i).
 SMALL_REFERENCE_ELEMENTS = 1 << 20
 SMALL_REFERENCE_FLOPS = 1 << 24
 CPU_SMALL = "float64 on CPU for a small shape"
@@ -67,9 +62,7 @@ def failure_sentence(kernel: str, shape: str, layout: str, verdict: Mapping[str,
             "nothing timed")
 
 
-# One pass over the output on the GPU, instead of a dozen CuPy kernels each loaded on first use
-# while the GPU lock is held: the same judgement as `compare` (NaN and Inf never pass; the largest
-# error over finite outputs), with the counts and the largest error gathered by atomics.
+# `compare` in one pass on the GPU, instead of a dozen CuPy kernels each loaded under the GPU lock.
 COMPARE_SOURCE = r"""
 extern "C" __global__ void kernelkit_compare(const float* out, const double* ref, const double* scale,
         long long n, double abs_tol, double rel_tol, unsigned long long* counts, unsigned long long* worst_bits) {
@@ -143,11 +136,8 @@ def small_reference(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np
 def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray],
                   on_device: Mapping[str, Any], computed: tuple[Any, Any, str] | None = None) -> tuple[Any, Any, str]:
     """(reference, scale or None, where it was computed); reference None when it could not be.
-
-    `on_device`: the same inputs already on the GPU (the timed buffers); `host_inputs` serve the
-    CPU fallback for a reference that does not run on CuPy. `computed`: small_reference's answer,
-    made before the lock; it is only copied to the GPU.
-    """
+    `on_device`: the timed buffers; `host_inputs`: the same for the CPU fallback; `computed`:
+    small_reference's answer, made before the lock, only copied to the GPU."""
     from kernelkit import device
 
     cp = device.cupy()
@@ -176,12 +166,9 @@ def reference_for(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.n
 
 def verify_timed_output(spec: KernelSpec, layout: str, shape_text: str, implementation: Any,
                         reference: tuple[Any, Any, str], comparer: DeviceComparer | None = None) -> dict[str, Any]:
-    """One untimed call of `implementation` on the timed inputs, judged against float64; KitError
-    (one sentence, nothing timed) when it misses the tolerance. Returns the record's `verified`.
-
-    `reference`: reference_for's answer, computed before the call (from the same buffers, so a
-    kernel that wrote into its inputs cannot move its own yardstick) and shared by the layouts of
-    one shape; the caller frees it. `comparer`: a DeviceComparer, loaded once."""
+    """One untimed call of `implementation` on the timed inputs, judged against float64: the
+    record's `verified`, or KitError (nothing timed). `reference` is reference_for's answer, made
+    before the call, so a kernel that wrote into its inputs cannot move its own yardstick."""
     from kernelkit import device, library
 
     cp = device.cupy()

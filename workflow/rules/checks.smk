@@ -1,44 +1,32 @@
 # The checks of one kernel, each stage one process for all its layouts or controls: they gate
 # every timing of the kernel (kernelkit.cases.require_checked reads their records), so they run
 # before any timing, and beside each other (each takes the GPU lock only for its GPU part).
+# The three stages differ only in what they build, so one rule body serves them; each keeps its
+# own name, shell text and params, which Snakemake compares to decide what to rerun.
+WRITES_FOLDER = " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
 for kernel in KERNELS:
-
-    rule:
-        name:
-            f"correctness_{kernel}"
-        input:
-            kernel_sources(kernel),
-        output:
-            PLAN.correctness_files(kernel),
-        log:
-            paths.path(paths.log(paths.CORRECTNESS), run=RUN, kernel=kernel, layout="all"),
-        priority: check_priority(kernel)
-        conda:
-            "../../envs/kernelkit.yaml"
-        resources:
-            gpu=1,
-            **card_resources(kernel),
-        params:
-            pin=pin(kernel),
-            layouts=" ".join(f"--layout {name}" for name in LAYOUTS[kernel]),
-            folder=lambda wildcards, output: os.path.dirname(output[0]),
-            settings=CHECK_SETTINGS,
-            kernel=kernel,
-        shell:
-            "{params.pin}python -m kernelkit correctness --kernel {params.kernel} {params.layouts}"
-            " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
-
-    if PLAN.control_files(kernel):
+    for rule_name, command, files, log_file, layouts, tail in (
+        ("correctness", "correctness", PLAN.correctness_files(kernel), paths.log(paths.CORRECTNESS),
+         LAYOUTS[kernel], WRITES_FOLDER),
+        ("negative_controls", "control", PLAN.control_files(kernel), paths.log(paths.CONTROL),
+         PLAN.control_layouts(kernel), WRITES_FOLDER),
+        ("sanitize", "sanitize", PLAN.sanitizer_files(kernel), paths.log(paths.SANITIZER),
+         PLAN.hand_written(kernel), " --output {output} > {log} 2>&1"),
+    ):
+        if not files:
+            continue
+        writes = {} if command == "sanitize" else {"folder": lambda wildcards, output: os.path.dirname(output[0]),
+                                                     "settings": CHECK_SETTINGS}
 
         rule:
             name:
-                f"negative_controls_{kernel}"
+                f"{rule_name}_{kernel}"
             input:
                 kernel_sources(kernel),
             output:
-                PLAN.control_files(kernel),
+                files,
             log:
-                paths.path(paths.log(paths.CONTROL), run=RUN, kernel=kernel, control="all"),
+                paths.path(log_file, run=RUN, kernel=kernel, layout="all", control="all"),
             priority: check_priority(kernel)
             conda:
                 "../../envs/kernelkit.yaml"
@@ -47,35 +35,8 @@ for kernel in KERNELS:
                 **card_resources(kernel),
             params:
                 pin=pin(kernel),
-                layouts=" ".join(f"--layout {name}" for name in PLAN.control_layouts(kernel)),
-                folder=lambda wildcards, output: os.path.dirname(output[0]),
-                settings=CHECK_SETTINGS,
+                layouts=" ".join(f"--layout {name}" for name in layouts),
+                **writes,
                 kernel=kernel,
             shell:
-                "{params.pin}python -m kernelkit control --kernel {params.kernel} {params.layouts}"
-                " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
-
-    if PLAN.sanitizer_files(kernel):
-
-        rule:
-            name:
-                f"sanitize_{kernel}"
-            input:
-                kernel_sources(kernel),
-            output:
-                PLAN.sanitizer_files(kernel),
-            log:
-                paths.path(paths.log(paths.SANITIZER), run=RUN, kernel=kernel),
-            priority: check_priority(kernel)
-            conda:
-                "../../envs/kernelkit.yaml"
-            resources:
-                gpu=1,
-                **card_resources(kernel),
-            params:
-                pin=pin(kernel),
-                layouts=" ".join(f"--layout {name}" for name in PLAN.hand_written(kernel)),
-                kernel=kernel,
-            shell:
-                "{params.pin}python -m kernelkit sanitize --kernel {params.kernel} {params.layouts}"
-                " --output {output} > {log} 2>&1"
+                f"{{params.pin}}python -m kernelkit {command} --kernel {{params.kernel}} {{params.layouts}}{tail}"

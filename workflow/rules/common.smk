@@ -8,8 +8,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-# The workflow reads its config with this checkout's kit; jobs run `python -m kernelkit` from the
-# environment the README's install command set up (`pip install -e .`).
+# The workflow reads its config with this checkout's kit; jobs run the installed `python -m kernelkit`.
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
 
 from kernelkit import KitError
@@ -27,7 +26,7 @@ from kernelkit.timing import TimingSettings
 
 
 def refuse(sentence):
-    """Stop Snakemake with the kit's one sentence and exit status 1, nothing around it."""
+    """Stop Snakemake with the kit's one sentence, nothing around it."""
     raise SystemExit(f"kernelkit: {sentence}")
 
 
@@ -46,8 +45,7 @@ except KitError as error:
 # The schema holds every default; from here on each key the schema defaults is set.
 validate(config, "../schemas/config.schema.yaml", set_default=True)
 
-# Whether this command may rewrite a committed run: a property of the command, not of the
-# run, so it stays out of the config that the run records (and hashes).
+# Overwriting is a property of the command, not of the run: it stays out of the recorded config.
 OVERWRITE = config.pop("overwrite")
 RUN = config["run"]
 KERNELS = config["kernels"]
@@ -60,31 +58,28 @@ TIMING_SETTINGS = TimingSettings.json_from_config(config)
 SPAN_SETTINGS = SpanSettings.json_from_config(config)
 CEILING_SETTINGS = CeilingSettings.json_from_config(config)
 CHECK_SETTINGS = CheckSettings.json_from_config(config)
-# The lock directory changes no result, so it is kept out of every param (moving it reruns
-# nothing): the jobs get it through the environment, where a variable already set wins.
+# The lock directory changes no result, so it is no param (moving it reruns nothing): jobs get it
+# through the environment, where a variable already set wins.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(paths.path(paths.RUN_DIR, run=RUN)):
     refuse(f"config key 'run' names '{RUN}', but results/{RUN} is a file, not a run folder; name another run")
 
 
-# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so
-# file times must not make Snakemake redo it (its inputs are ancient()); a GPU job in it is
-# refused before the first job starts (kernelkit.guards) unless overwrite is given.
+# A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so its
+# inputs are ancient(); a GPU job in it is refused before the first starts unless overwrite is given.
 FROZEN = committed(paths.path(paths.RUN_DIR, run=RUN), workflow.basedir) and not OVERWRITE
 if FROZEN:
     print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
           "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
 
-# Several GPUs on one host: each kernel/shape runs on one card, fixed before the run. Under an
-# executor that allocates GPUs itself (SLURM), or with `gpus: allocated`, the allocation's
-# CUDA_VISIBLE_DEVICES stands and GPUS is None.
+# Several GPUs: each kernel/shape runs on one card, fixed before the run; GPUS is None where an
+# executor (SLURM) or `gpus: allocated` picks the card.
 try:
     GPUS = kit_cards.discover(config.get("gpus")) if workflow.local_exec else None
 except KitError as error:
     refuse(str(error))
-# The targets a command names, checked against the plan before Snakemake looks for rules: one
-# sentence for a kernel, shape, layout, repeat or run the config does not have.
+# The targets a command names, checked against the plan before Snakemake looks for rules.
 for argument in sys.argv[1:]:
     if re.search(r"^(results/|reports/|\.\./|/).*\.(json|md|html|svg|csv)$", argument):
         problem = PLAN.target_problem(argument, GPUS)
@@ -109,8 +104,8 @@ def frozen(inputs):
 
 
 def recorded(files):
-    """What a reader of the run (summary, figures, report) needs of these records: all of them, or,
-    in a committed run, those it holds (the plan of today's config may name records it never made)."""
+    """What a reader of the run needs of these records: all, or, in a committed run, those it holds
+    (today's config may name records it never made)."""
     return [ancient(name) for name in files if os.path.exists(name)] if FROZEN else files
 
 
@@ -126,16 +121,14 @@ wildcard_constraints:
 
 
 def kernel_sources(kernel):
-    """A kernel's whole folder: editing any of its files reruns exactly its targets. The CPU
-    emulation is the test suite's, never run on the GPU, so editing it reruns nothing."""
+    """A kernel's folder but its CPU emulation (never run on the GPU): editing a file reruns its targets."""
     folder = SPECS[kernel].folder
     return frozen(sorted(os.path.relpath(path) for path in folder.iterdir()
                          if path.is_file() and path.name != kit_spec.EMULATION_FILE))
 
 
 def checks_of(kernel):
-    """Every record that gates a kernel's timing: correctness of each layout, each negative
-    control, and the sanitizer's record (kernelkit.cases.require_checked reads them all)."""
+    """Every record that gates a kernel's timing (kernelkit.cases.require_checked reads them all)."""
     return {
         "sources": kernel_sources(kernel),
         "correctness": frozen(PLAN.correctness_files(kernel)),
@@ -144,61 +137,47 @@ def checks_of(kernel):
     }
 
 
-def checked_shape(kernel, shape):
-    if shape not in PLAN.shapes(kernel):
-        raise WorkflowError(f"shape '{shape}' is not configured for kernel '{kernel}'; allowed: {', '.join(PLAN.shapes(kernel))}")
-    return shape
+def checked(template, **part):
+    """The wildcards of a job, judged by the plan as it judges a named target (one sentence)."""
+    try:
+        PLAN.check_parts({key: str(value) for key, value in part.items()}, template, GPUS)
+    except KitError as error:
+        raise WorkflowError(str(error)) from None
 
 
 def timing_job(kernel, wildcards):
     """The plan's timing job of a target, or one sentence saying what is allowed."""
-    checked_shape(kernel, wildcards.shape)
-    repeat = int(wildcards.n)
-    if repeat > REPEATS:
-        raise WorkflowError(f"repeat {repeat} is beyond config key 'timing.repeats' ({REPEATS})")
+    checked(paths.TIMING, kernel=kernel, shape=wildcards.shape, n=wildcards.n, view=wildcards.view)
     cache = "cold" if wildcards.view == "cold" else "warm"
-    for job in PLAN.timing_jobs():
-        if (job.kernel, job.shape, job.repeat, job.cache) == (kernel, wildcards.shape, repeat, cache):
-            return job
-    raise WorkflowError(f"{cache}-cache targets are not configured; config key 'timing.cache' allows: {', '.join(PLAN.caches)}")
+    return next(job for job in PLAN.timing_jobs()
+                if (job.kernel, job.shape, job.repeat, job.cache) == (kernel, wildcards.shape, int(wildcards.n), cache))
 
 
 def checked_span(wildcards):
-    if wildcards.kernel not in PLAN.span_kernels:
-        raise WorkflowError(f"kernel '{wildcards.kernel}' has no span targets; config key 'span.kernels' allows: "
-                            f"{', '.join(PLAN.span_kernels) or '(none: the config has no span key)'}")
-    checked_shape(wildcards.kernel, wildcards.shape)
-    repeat = int(wildcards.n)
-    if repeat > PLAN.span_repeats:
-        raise WorkflowError(f"span repeat {repeat} is beyond config key 'span.repeats' ({PLAN.span_repeats})")
-    return repeat
+    checked(paths.SPAN, kernel=wildcards.kernel, shape=wildcards.shape, n=wildcards.n)
+    return int(wildcards.n)
 
 
 def checked_kernel(wildcards):
-    if wildcards.kernel not in KERNELS:
-        raise WorkflowError(f"kernel '{wildcards.kernel}' is not configured; allowed: {', '.join(KERNELS)}")
+    checked(paths.CORRECTNESS, kernel=wildcards.kernel)
     return wildcards.kernel
 
 
 def profile_inputs(wildcards):
-    """Counters only for a configuration whose checks passed and whose timing is done, so the
-    profiler never runs beside a timed target."""
-    kernel = checked_kernel(wildcards)
-    checked_shape(kernel, wildcards.shape)
+    """Counters only after the configuration's timing, so the profiler never runs beside it."""
+    kernel = wildcards.kernel
+    checked(paths.PROFILE, kernel=kernel, shape=wildcards.shape)
     return frozen([name for job in PLAN.timing_jobs() if (job.kernel, job.shape, job.cache) == (kernel, wildcards.shape, "warm")
                    for name in PLAN.timing_job_files(job) if f"/{wildcards.layout}/" in name])
 
 
 def card_of(kernel=None, shape=None, gpu=None):
-    """The physical GPU a job runs on: its kernel/shape's card; a kernel's checks go to the card
-    cards.check_cards gives them; a per-GPU job names its card. None: the allocation picks it."""
+    """The physical GPU a job runs on (kernel/shape, a kernel's checks, or a named card); None where
+    the allocation picks it."""
     if not GPUS:
         return None
     if gpu is not None:
-        further = GPUS[1:]
-        if int(gpu) not in further:
-            raise WorkflowError(f"card {int(gpu)} is not a further card of this run (config key 'gpus'); "
-                                f"allowed: {', '.join(map(str, further)) or '(none)'}")
+        checked(paths.CARD_DIR, gpu=gpu)
         return int(gpu)
     if kernel is None:
         return GPUS[0]
@@ -214,8 +193,7 @@ def pin(kernel=None):
 
 
 def card_resources(kernel=None):
-    """gpu_<i>=1 on the job's card i and 0 on the others, so that `--resources gpu_<i>=N` can bound
-    each card's jobs. None where the allocation picks the card."""
+    """gpu_<i>=1 on the job's card i and 0 on the others, so `--resources gpu_<i>=N` bounds each card."""
     def on(gpu):
         return lambda wildcards: int(card_of(kernel or getattr(wildcards, "kernel", None), getattr(wildcards, "shape", None),
                                              getattr(wildcards, "gpu", None)) == gpu)
@@ -224,7 +202,6 @@ def card_resources(kernel=None):
 
 
 def check_priority(kernel):
-    """The kernel with the most expected timing work (the highest rank) opens its gates first."""
     return CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
 
 

@@ -5,16 +5,8 @@ rule diff:
         a=lambda wildcards: diff_side(wildcards.a),
         b=lambda wildcards: diff_side(wildcards.b),
     output:
-        markdown=report(
-            paths.DIFF_MARKDOWN,
-            caption="../report/diff.rst",
-            category="Diff",
-        ),
-        html=report(
-            paths.DIFF_HTML,
-            caption="../report/diff.rst",
-            category="Diff",
-        ),
+        markdown=report(paths.DIFF_MARKDOWN, caption="../report/diff.rst", category="Diff"),
+        html=report(paths.DIFF_HTML, caption="../report/diff.rst", category="Diff"),
     log:
         "reports/diff/{a}__vs__{b}/diff.log",
     conda:

@@ -16,11 +16,7 @@ rule environment:
     input:
         frozen(paths.CONFIG),
     output:
-        report(
-            paths.ENVIRONMENT,
-            caption="../report/environment.rst",
-            category="Environment",
-        ),
+        report(paths.ENVIRONMENT, caption="../report/environment.rst", category="Environment"),
     log:
         paths.log(paths.ENVIRONMENT),
     priority: ENVIRONMENT_PRIORITY
@@ -37,11 +33,7 @@ rule environment:
 
 rule ceiling:
     output:
-        report(
-            paths.CEILING,
-            caption="../report/ceiling.rst",
-            category="Environment",
-        ),
+        report(paths.CEILING, caption="../report/ceiling.rst", category="Environment"),
     log:
         paths.log(paths.CEILING),
     priority: CEILING_PRIORITY

@@ -2,11 +2,7 @@ rule summary:
     input:
         recorded(PLAN.timing_files() + PLAN.timing_files(cache="cold")),
     output:
-        report(
-            paths.SUMMARY,
-            caption="../report/summary.rst",
-            category="Timings",
-        ),
+        report(paths.SUMMARY, caption="../report/summary.rst", category="Timings"),
     log:
         paths.log(paths.SUMMARY),
     conda:
@@ -19,12 +15,7 @@ rule figure:
     input:
         lambda wildcards: recorded(PLAN.timing_files(checked_kernel(wildcards), PLAN.caches[0])),
     output:
-        report(
-            paths.FIGURE,
-            caption="../report/figure.rst",
-            category="Timings",
-            subcategory="{kernel}",
-        ),
+        report(paths.FIGURE, caption="../report/figure.rst", category="Timings", subcategory="{kernel}"),
     log:
         "reports/{run}/logs/figures/{kernel}.log",
     wildcard_constraints:
@@ -41,11 +32,7 @@ rule clock_figure:
     input:
         recorded(PLAN.timing_files() + PLAN.timing_files(cache="cold")),
     output:
-        report(
-            paths.CLOCK_FIGURE,
-            caption="../report/clocks.rst",
-            category="Timings",
-        ),
+        report(paths.CLOCK_FIGURE, caption="../report/clocks.rst", category="Timings"),
     log:
         "reports/{run}/logs/figures/clocks.log",
     conda:
@@ -69,16 +56,8 @@ rule report:
         clocks=paths.CLOCK_FIGURE,
         kernel_folders=report_kernel_files(),
     output:
-        markdown=report(
-            paths.REPORT_MARKDOWN,
-            caption="../report/report.rst",
-            category="Report",
-        ),
-        html=report(
-            paths.REPORT_HTML,
-            caption="../report/report.rst",
-            category="Report",
-        ),
+        markdown=report(paths.REPORT_MARKDOWN, caption="../report/report.rst", category="Report"),
+        html=report(paths.REPORT_HTML, caption="../report/report.rst", category="Report"),
     log:
         "reports/{run}/logs/report.log",
     conda:

@@ -1,7 +1,6 @@
-# Timing: one process per kernel/shape/repeat/cache that times every layout in a seeded shuffled
-# order and writes each layout's own record, so each kernel/shape/layout/repeat is a target of
-# its own. A layout is timed only when its correctness, the kernel's negative controls and its
-# sanitizer record passed in this run (kernelkit.cases.require_checked); the records are inputs.
+# Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order
+# and writes a record each. A layout is timed only when its checks passed in this run; the check
+# records are inputs (kernelkit.cases.require_checked).
 for kernel in KERNELS:
 
     rule:
