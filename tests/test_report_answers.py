@@ -24,7 +24,7 @@ from synthetic import copy_run, edit, timing_files, write_run
 from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit import report
-from kernelkit.report import answers, claims
+from kernelkit.report import answers, claims, evidence
 
 COMMITTED = REPO / "results" / "ref-default"  # the reference run of the default config (results/README.md)
 SEEDS = next((p for p in (REPO.parent / "shared" / "seeds", Path("/work/shared/seeds")) if p.is_dir()), None)
@@ -77,7 +77,7 @@ def _scales(card: dict, run_dir: Path) -> list[float]:
     return [card["memory_bandwidth_gb_s"] / bandwidth, seed_peak / peak]
 
 
-def _check(quantity: answers.Quantity, run_dir: Path) -> None:
+def _check(quantity: evidence.Quantity, run_dir: Path) -> None:
     """The quantity's value recomputed from its records, and its printed text agreeing with it."""
     folders = quantity.folders
     if quantity.kind == "median":
@@ -151,7 +151,7 @@ def test_every_number_of_the_answer_block_is_recomputed_from_the_records_it_link
     out, reports = pages
     for run_dir in runs:
         run = report.Run(run_dir)
-        block = answers.answer_block(run, answers.Links(run, out))
+        block = answers.answer_block(run, evidence.Links(run, out))
         assert block.quantities, run_dir
         for quantity in block.quantities:
             _check(quantity, run_dir)
@@ -178,7 +178,7 @@ def test_the_hypothesis_sentence_counts_the_shapes_each_layout_wins_from_the_sam
     losses = [shape.name for shape in timing.iterdir()
               if all(r < 1 for r in _per_repeat_ratios(shape / "t32", shape / "t256"))]
     assert 0 < len(wins) < 3 and losses, "the synthetic run has a shape where t256 loses"
-    item = answers.plain(answers.answer_block(run, answers.Links(run, tmp_path)).items[0])
+    item = answers.plain(answers.answer_block(run, evidence.Links(run, tmp_path)).items[0])
     verdict = "fails" if losses else "undecided"
     assert f"Hypothesis \"256 threads are faster on every shape\": {verdict}: t256 is faster at {len(wins)} of 3 shapes" in item
     for shape in losses:
@@ -331,7 +331,7 @@ def test_a_kernel_without_hypothesis_or_claims_is_answered_by_its_fastest_layout
     monkeypatch.setattr(claims, "read_claims", lambda kernel: {})
     run = report.Run(seed_run)
     run.config["hypotheses"] = []
-    block = answers.answer_block(run, answers.Links(run, tmp_path))
+    block = answers.answer_block(run, evidence.Links(run, tmp_path))
     for item, kernel in zip(block.items, run.kernels):
         text = answers.plain(item)
         assert text.startswith(f"{kernel}: at ") and "the fastest hand-written layout" in text, text

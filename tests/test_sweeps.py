@@ -183,7 +183,7 @@ def test_sweeps_section_is_computed_from_the_samples(tmp_path, seed_run, fixture
 
 def test_ladder_reaches_the_best_point_with_its_fraction(tmp_path, seed_run):
     import kernelkit.report.assemble  # noqa: F401  (the package's section modules load through it)
-    from kernelkit.report.answers import ladder_text, operation_answers
+    from kernelkit.report.verdicts import ladder_text, operation_answers
     from kernelkit.report.bounds import judge
     from kernelkit.report.run import Run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernelkit import KitError
 from kernelkit import document as doc
-from kernelkit.report.answers import Links, hypothesis_verdicts, section_answers
+from kernelkit.report.answers import Links, section_answers
 from kernelkit.report.bounds import judge
 from kernelkit.report.cautions import MAX_CAVEATS, caveats, condensed_caveats, section_caveats
 from kernelkit.report.checks import section_controls, section_correctness
@@ -20,6 +20,7 @@ from kernelkit.report.setup import section_environment, section_method
 from kernelkit.report.spans import section_two_views
 from kernelkit.report.sweeps import section_sweeps
 from kernelkit.report.targets import library_rows, resource_rows, section_samples, section_targets, target_rows
+from kernelkit.report.verdicts import hypothesis_verdicts
 
 __all__ = ["Run", "build", "render_markdown", "caveats", "condensed_caveats", "MAX_CAVEATS", "hypothesis_verdicts",
            "judge", "noise_rows", "library_rows", "resource_rows", "target_rows"]
