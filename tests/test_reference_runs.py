@@ -3,7 +3,7 @@ committed records, byte for byte (the pages carry no time of their own).
 
 Which runs are the reference runs is read from the runs index, results/README.md, section
 "Reference runs (current kit)": the rows whose name is a folder under results/. The diff between
-the first two (the default profile against --cores 1) is reports/diff/<second>__vs__<first>/.
+the first two (the default profile against --cores 1) is reports/diff/<first>__vs__<second>/.
 """
 
 from __future__ import annotations
