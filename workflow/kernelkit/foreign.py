@@ -1,36 +1,19 @@
 """Foreign work on the GPU: another process computing while the kit times.
 
 The per-GPU lock (kernelkit.gpulock) keeps kit processes from timing each other, but not a
-training job, another user's benchmark or a second kit with another lock directory. NVML
-sees them: `nvmlDeviceGetComputeRunningProcesses` lists every context on the device, and
-`nvmlDeviceGetProcessUtilization` gives each process's SM utilisation in timestamped samples.
+training job, another user's benchmark or a kit with another lock directory. NVML lists every
+context on the device and gives each process's SM utilisation in timestamped samples. Presence
+is not work (kit processes waiting for the lock hold idle contexts), so a process is foreign
+only when it did something and is not the kit.
 
-Presence is not work: kit processes waiting for the lock hold idle contexts, and so does the
-previous holder for a moment after it released. So a process is foreign only when it *did*
-something (SM utilisation above zero) and is not the kit.
-
-Who the kit is: every kit process takes its GPU's lock before it creates a CUDA context and
-keeps it until it exits (kernelkit.gpulock), so while this process holds the lock, no other kit
-process of this lock directory has a context on the GPU; the previous holder, whose context may
-outlive its lock for a moment, is named in the lock file and excused. With this process in NVML's
-pid space, a process is foreign when it has a context now and showed SM utilisation since the
-kit's own work began, or, with no sample since, was busy in its latest sample of the last
-`WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each process only every so
-often, longer than most timed stretches, so judging only the samples that lie wholly inside the
-stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200, 2026-11-30).
-With the lock disabled, only samples whose whole period lies after the stretch began are judged
-(rule `by_pid`), less the previous holder.
-
-Per-process samples cannot show work that began inside a short stretch (NVML samples processes
-too seldom); what the GPU does while the kit holds it and launches nothing, after a stretch and
-while waiting for it to be idle, is kernelkit.quiet_gpu's.
-
-NVML reports host pids. In a container with its own pid namespace this process's pid is
-not among them; then no pid can be told apart, and the judgement counts instead: while the
-kit computes, two or more busy processes mean someone else is busy too (one is the kit);
-while the kit is idle, any busy process is foreign. The reading says which rule it used.
-
-All judgement here is plain Python on readings shaped like NVML's, tested on the CPU.
+While this process holds the lock no other kit process of its lock directory has a context, and
+the previous holder (whose context may outlive its lock a moment) is named in the lock file and
+excused. So a process is foreign when it has a context now and showed SM utilisation since the
+kit's work began, or, with no sample since, was busy in its latest sample of the last WINDOW_S
+(rule `by_pid_and_members`): the driver samples each process more seldom than most stretches
+last. With the lock disabled, only samples whose whole period lies after the stretch began
+count (`by_pid`). In a container with its own pid namespace no pid can be told apart, and the
+judgement counts busy processes instead (`by_count`). Plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -50,42 +33,34 @@ LOOKBACK_S = 2.0
 WINDOW_S = 2.0
 
 
-def compute_pids(nvml: Any) -> list[int] | str:
-    """Pids with a compute context on the device, or why they cannot be read."""
+def ask(nvml: Any, call: Callable[[Any, Any], Any], samples: bool = False) -> Any:
+    """NVML's answer to `call(pynvml, handle)`, or why there is none. For `samples`, NotFound (no
+    sample is newer) and pynvml's error for code 0 (no sample to count) are an empty list."""
     if getattr(nvml, "error", None):
         return nvml.error
     try:
-        return sorted(int(p.pid) for p in nvml.nvml.nvmlDeviceGetComputeRunningProcesses(nvml.handle))
+        return call(nvml.nvml, nvml.handle)
     except Exception as error:  # NotSupported, NoPermission, an old binding
+        if samples and ("NotFound" in type(error).__name__ or getattr(error, "value", None) == 0):
+            return []
         return unavailable(error)
+
+
+def compute_pids(nvml: Any) -> list[int] | str:
+    """Pids with a compute context on the device, or why they cannot be read."""
+    return ask(nvml, lambda n, h: sorted(int(p.pid) for p in n.nvmlDeviceGetComputeRunningProcesses(h)))
 
 
 def process_samples(nvml: Any, since_us: int) -> list[dict[str, Any]] | str:
-    """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps).
-
-    NVML answers NotFound when no sample is newer, and pynvml raises its error for code 0
-    (success) when the driver had no sample to count: both are an empty list, not an error.
-    """
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        raw = nvml.nvml.nvmlDeviceGetProcessUtilization(nvml.handle, since_us)
-    except Exception as error:
-        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
-            return []
-        return unavailable(error)
-    return [{"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
-            for s in raw]
+    """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps)."""
+    raw = ask(nvml, lambda n, h: n.nvmlDeviceGetProcessUtilization(h, since_us), samples=True)
+    return raw if isinstance(raw, str) else [
+        {"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)} for s in raw]
 
 
 def device_util(nvml: Any) -> int | str:
     """The device's SM utilisation in percent over NVML's last sampling period."""
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        return int(nvml.nvml.nvmlDeviceGetUtilizationRates(nvml.handle).gpu)
-    except Exception as error:
-        return unavailable(error)
+    return ask(nvml, lambda n, h: int(n.nvmlDeviceGetUtilizationRates(h).gpu))
 
 
 def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool, self_busy: bool,

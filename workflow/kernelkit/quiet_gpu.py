@@ -2,16 +2,11 @@
 while waiting for it to be idle. Then any work on it is another process's.
 
 Why apart from kernelkit.foreign's per-process readings: those cannot show work that began
-inside a short stretch. On an H200 (driver 580) NVML keeps one per-process sample every 0.2 s and
-names one process in it, even while two compute, with a utilisation that rises over several
-samples; a CuPy loop that started inside a 40-60 ms timing was sampled only after the timing
-ended (h200-fq2-nowait). So after a stretch, while a process that is not the kit held a context
-during it, the kit keeps the lock, launches nothing and reads NVML's device utilisation samples
-until one covers a period wholly after the stretch (`look_after`): busy then means that process
-computes, right after the timing and perhaps during it. Its timed samples are tagged so; with
-waiting enabled they are taken again after `wait_for_idle`.
-
-All judgement here is plain Python on readings shaped like NVML's, tested on the CPU.
+inside a short stretch (H200, driver 580: one per-process sample every 0.2 s, naming one process;
+a CuPy loop begun inside a 40-60 ms timing was sampled only after it). So after a stretch during
+which an outsider held a context, the kit keeps the lock, launches nothing and reads the device's
+utilisation samples until one covers a period wholly after the stretch (`look_after`): busy then
+means that process computes, perhaps during the timing too. Plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -19,22 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernelkit.foreign import LOOKBACK_S, ProcessWatcher
-from kernelkit.nvml import unavailable
+from kernelkit.foreign import LOOKBACK_S, ProcessWatcher, ask
 
 
 def device_samples(nvml: Any, since_us: int) -> list[tuple[int, int]] | str:
     """The device's SM utilisation samples newer than `since_us`: (NVML timestamp in us, percent),
     in time order; or why they cannot be read."""
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        _, values = nvml.nvml.nvmlDeviceGetSamples(nvml.handle, nvml.nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
-    except Exception as error:
-        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
-            return []
-        return unavailable(error)
-    return sorted((int(v.timeStamp), int(v.sampleValue.uiVal)) for v in values)
+    values = ask(nvml, lambda n, h: n.nvmlDeviceGetSamples(h, n.NVML_GPU_UTILIZATION_SAMPLES, since_us)[1],
+                 samples=True)
+    return values if isinstance(values, str) else sorted((int(v.timeStamp), int(v.sampleValue.uiVal)) for v in values)
 
 
 # NVML stores some device samples twice, a millisecond apart (H200, driver 580); a sample's
