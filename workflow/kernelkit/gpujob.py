@@ -1,9 +1,6 @@
-"""What a GPU stage wraps its work in: the job's clock and the hold on its GPU.
-
-Why apart from kernelkit.gpulock: the lock is a mechanism (one file, one flock); a stage needs
-more around it: the GPU's key from NVML, a clock of the whole job (its process start, its wait,
-its phases) written into the record, and, while it holds the GPU, a watcher of other processes
-(kernelkit.foreign) and the optional wait for them.
+"""What a GPU stage wraps its work in: the job's clock and the hold on its GPU (kernelkit.gpulock
+is the mechanism), with, while it holds the GPU, a watcher of other processes and the optional
+wait for them.
 """
 
 from __future__ import annotations
@@ -30,15 +27,14 @@ def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
 
 
 def process_started_unix_s() -> float | None:
-    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
-    A job's cost is mostly start-up and imports, which a clock started in Python would miss."""
+    """When this process started, from /proc (None elsewhere): a job's cost is mostly start-up and
+    imports, which a clock started in Python would miss."""
     return _started_unix_s(os.getpid())
 
 
 @functools.lru_cache(maxsize=None)
 def _started_unix_s(pid: int) -> float | None:
-    """Read once per process: /proc/uptime moves in 10 ms steps, so a second reading of the same
-    start could differ, and the start (with the pid) names the process in every record it writes."""
+    """Read once per process: /proc/uptime moves in 10 ms steps, and the start names the process."""
     try:
         with open("/proc/self/stat", encoding="ascii") as handle:
             ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
@@ -65,8 +61,7 @@ class JobClock:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go, inside and
-        outside the lock, so that the turnaround can be worked on from the records."""
+        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go."""
         began = time.monotonic()
         try:
             yield
@@ -99,10 +94,9 @@ FOREIGN_RETIMES = 2
 
 @dataclass
 class Exclusive:
-    """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
-    clock sampler, the device utilisation read before this process launched anything, the
-    optional wait for foreign work to end, and the stretches that foreign work touched and
-    were taken again (`again_after_foreign`)."""
+    """What a stage gets while it holds the GPU: the lock's record, a process watcher, the device
+    utilisation before this process launched anything, the optional wait for foreign work to end,
+    and the stretches foreign work touched and that were taken again."""
 
     work: GpuWork
     watcher: Any
@@ -141,8 +135,7 @@ class Exclusive:
 
 @dataclass
 class Stretch:
-    """One sampled stretch (Exclusive.sample): what its measurement returned, the clock trace,
-    NVML's snapshots before and after, and the look after it."""
+    """One sampled stretch (Exclusive.sample)."""
 
     result: Any
     trace: list[dict[str, Any]]
@@ -162,13 +155,8 @@ def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock:
 
 @contextlib.contextmanager
 def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[Exclusive]:
-    """Hold the GPU, then look at who else computes on it.
-
-    The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
-    the kit's own trailing work is never foreign; the utilisation is read before any launch.
-    Every kit process takes the lock before it creates a context, so any other process with a
-    context on this GPU is not the kit's.
-    """
+    """Hold the GPU, then look at who else computes on it: the watcher starts at the lock's
+    acquisition and excuses the previous holder, so the kit's own trailing work is never foreign."""
     from kernelkit import foreign, quiet_gpu
 
     with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:

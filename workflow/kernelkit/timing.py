@@ -1,9 +1,6 @@
 """The timing stage: kernel time of every layout of one kernel / shape / repeat, as one process.
-
-The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
-the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
-record. (The span view is span.py.) Nothing is timed whose correctness and negative controls
-did not pass on the same source (kernelkit.cases.require_checked).
+The method is kernelkit.kernel_time's; this stage owns the process around it: the settings, the
+GPU lock, the inputs, the verification of the timed output, the clock sampler and the record.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
@@ -101,9 +98,8 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
     pads: list[Any] = []
 
     def placed(index: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """The implementation on a fresh copy of the inputs, those buffers, and where they lie.
-        Placement i > 0 first takes i MiB more of the pool, so its buffers land elsewhere (where
-        they land can change a time by 20%)."""
+        """The implementation on a fresh copy of the inputs, those buffers, and where they lie
+        (placement i > 0 lands elsewhere: where buffers land can change a time by 20%)."""
         if index:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
         buffers = device.upload(host_inputs)
@@ -209,8 +205,6 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
 
 def correctness_file(files: Sequence[str], layout: str) -> str:
     """The correctness record of `layout` among those given (named <layout>.json)."""
-    from kernelkit import KitError
-
     named = [name for name in files if os.path.basename(name) == f"{layout}.json"]
     if not named:
         raise KitError(f"no correctness record of layout '{layout}' was given; nothing will be timed")
