@@ -76,11 +76,8 @@ def installed_version(package: str) -> str | None:
 
 
 def torch_views(buffers: Mapping[str, Any]) -> dict[str, Any]:
-    """torch tensors sharing the buffers' memory (no copy), with FP32 matmuls kept in FP32.
-
-    The buffers are CuPy arrays on the GPU; NumPy arrays give CPU tensors, which the CPU
-    tests use to run the torch baselines and (under TRITON_INTERPRET=1) the Triton ones.
-    """
+    """torch tensors sharing the buffers' memory (no copy), with FP32 matmuls kept in FP32; NumPy
+    arrays give CPU tensors, for the CPU tests of the torch and (interpreted) Triton baselines."""
     import torch
 
     # TF32 would trade the FP32 comparison for a 10-bit mantissa; the kit compares FP32 to FP32.
@@ -108,8 +105,9 @@ def on_stream(stream: Any) -> Iterator[None]:
             yield
 
 
-def load_module(path: Path) -> ModuleType:
-    """Import a file beside a spec (a Triton kernel module), once per process."""
+def kernel_module(spec_file: str, filename: str) -> ModuleType:
+    """The Triton kernel module `filename` beside the spec file `spec_file`, imported once per process."""
+    path = Path(spec_file).resolve().parent / filename
     name = f"kernelkit_kernels.{path.parent.name}.{path.stem}"
     if name in sys.modules:
         return sys.modules[name]
@@ -131,8 +129,3 @@ def array_module(array: Any) -> ModuleType:
 def sparse_module(array: Any) -> ModuleType:
     """cupyx.scipy.sparse (cuSPARSE) for device arrays, scipy.sparse for host arrays."""
     return importlib.import_module("cupyx.scipy.sparse" if array_module(array).__name__ == "cupy" else "scipy.sparse")
-
-
-def kernel_module(spec_file: str, name: str) -> ModuleType:
-    """The Triton kernel module `name` beside the spec file `spec_file`."""
-    return load_module(Path(spec_file).resolve().parent / name)

@@ -17,7 +17,7 @@ from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
-from kernelkit.kernel_time import Call, elapsed_us
+from kernelkit.kernel_time import Call, elapsed_us, measured_around
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,6 @@ def cmd_span(args: argparse.Namespace) -> int:
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
-    from kernelkit.kernel_time import measured_around
 
     clock = gpujob.JobClock()
     settings = SpanSettings.from_json(args.settings)
@@ -106,12 +105,10 @@ def cmd_span(args: argparse.Namespace) -> int:
         spec.layout(layout)
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
-    skipped = {}
-    for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = cases.require_checked(spec, layout, correctness_file, args.controls,
-                                       None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
-        if reason:
-            skipped[layout] = reason
+    reasons = {layout: cases.require_checked(spec, layout, correctness_file, args.controls,
+                                             None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
+               for layout, correctness_file in zip(args.layout, args.correctness)}
+    skipped = {layout: reason for layout, reason in reasons.items() if reason}
     layouts = [layout for layout in args.layout if layout not in skipped]
 
     # Before the lock: imports, host inputs, NVML's handle; the CUDA context and the modules are
