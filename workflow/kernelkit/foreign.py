@@ -26,10 +26,9 @@ from typing import Any, Callable, Iterable
 from kernelkit.nvml import UNAVAILABLE, unavailable
 
 # How far before the lock's acquisition the first reading looks, to find where each process's
-# first sample period after it begins (NVML keeps a buffer of recent samples).
+# first sample period after it begins; and how far back the members' rule looks for a foreign
+# process's work (longer than the driver's per-process sampling period).
 LOOKBACK_S = 2.0
-# How far back a reading looks for a foreign process's work when the kit's members are known:
-# longer than the driver's per-process sampling period, so a process busy throughout is seen.
 WINDOW_S = 2.0
 
 
@@ -66,10 +65,7 @@ def device_util(nvml: Any) -> int | str:
 def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool, self_busy: bool,
           kit_pids: Iterable[int] = ()) -> tuple[list[int] | None, str]:
     """The foreign busy pids among `samples`, and the rule used; None when it cannot be told.
-
-    `self_busy`: whether this process was computing over the samples' period (timing: yes;
-    before its first launch: no). `kit_pids`: other kit processes known not to be foreign.
-    """
+    `self_busy`: whether this process computed over the samples' period; `kit_pids`: the kit's."""
     if isinstance(samples, str):
         return None, samples
     busy = {s["pid"] for s in samples if s["sm_util"] > 0 and s.get("judged", True)}
@@ -81,11 +77,8 @@ def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool
 
 @dataclass
 class ProcessWatcher:
-    """Reads what other processes do on the GPU; one reading per clock-sampler point.
-
-    `since_unix_s` is the lock's acquisition. The first reading looks back `LOOKBACK_S`
-    before it, to learn where each process's first new sample period begins.
-    """
+    """Reads what other processes do on the GPU, one reading per clock-sampler point, from
+    `since_unix_s` (the lock's acquisition) on."""
 
     nvml: Any
     self_pid: int = field(default_factory=os.getpid)
@@ -109,8 +102,7 @@ class ProcessWatcher:
         self.outsiders: set[int] | None = None
 
     def begin(self, at_unix_s: float) -> None:
-        """Judge only work from `at_unix_s` on: the kit's own work begins there (after a wait for
-        an idle GPU, or at each of the wait's looks, which ask whether anyone works now)."""
+        """Judge only work from `at_unix_s` on, where the kit's own work (or a wait's look) begins."""
         self._start_us = int(at_unix_s * 1e6)
         self._seen_since_start.clear()
         self._busy_since_start.clear()
@@ -191,11 +183,8 @@ def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:
 def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_before_pct: Any,
                  after: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record-level summary: which processes worked beside the timing, and how many samples they touched.
-
-    `busy_before_pct`: the device utilisation read when the lock was taken, before any launch
-    of this process (it can still hold the previous holder's last work, so it is shown, not judged).
-    `after`: the look after the stretch (`look_after`); a process only it found computing is
-    listed with `"right_after": true`.
+    `busy_before_pct` (read when the lock was taken) may hold the previous holder's work: shown,
+    not judged. A process only `after` (the look after the stretch) found is `"right_after": true`.
     """
     looked = {"after": after} if after is not None else {}
     readable = [p for p in trace if "foreign_pids" in p]
@@ -227,8 +216,7 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
 
 def saw_foreign_work(record: dict[str, Any]) -> bool | None:
     """Whether a timing or span record saw another process compute on its GPU; None when it
-    could not tell (older records, or NVML without per-process utilisation). For the diff,
-    which names such rows instead of only calling them AMBIGUOUS."""
+    could not tell (older records, or NVML without per-process utilisation)."""
     summary = record.get("foreign_work")
     if not isinstance(summary, dict) or not isinstance(summary.get("processes"), list):
         return None

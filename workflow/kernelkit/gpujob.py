@@ -106,8 +106,7 @@ class Exclusive:
     retimed: list[dict[str, Any]] = field(default_factory=list)
 
     def sample(self, nvml: Any, sampler_settings: Any, measure: Callable[[], Any]) -> "Stretch":
-        """`measure` run under the clock sampler (kernelkit.sampler), between NVML snapshots, then
-        the look after it (kernelkit.quiet_gpu.look_after): one stretch of a timing or span stage."""
+        """`measure` run under the clock sampler between NVML snapshots, then the look after it."""
         from kernelkit import quiet_gpu, sampler
 
         before = nvml.snapshot()
@@ -118,9 +117,8 @@ class Exclusive:
         return Stretch(result, clocks.trace, before, after, quiet_gpu.look_after(self.watcher, ended))
 
     def again_after_foreign(self, tags: list[dict[str, Any]], discarded: Callable[[], dict[str, Any]]) -> bool:
-        """Whether to sample the stretch again: with waiting enabled, when foreign work touched
-        any of its samples (`tags`), at most FOREIGN_RETIMES times. Then the stretch's record
-        (`discarded()`, raw samples included) is kept in `retimed` with the wait that follows it."""
+        """Whether to sample the stretch again (with waiting enabled, foreign work touched a sample,
+        at most FOREIGN_RETIMES times); then `discarded()` is kept in `retimed` with the wait."""
         from kernelkit import quiet_gpu
 
         if self.idle_wait is None or self.settings is None or len(self.retimed) >= FOREIGN_RETIMES:
@@ -146,8 +144,8 @@ class Stretch:
 
 @contextlib.contextmanager
 def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[GpuWork]:
-    """Hold the GPU for untimed work (the CUDA context, modules, uploads, correctness launches):
-    the same one lock as a timing, so nothing of the kit's ever runs beside a timing."""
+    """Hold the GPU for untimed work (context, modules, uploads, correctness launches): the same
+    lock as a timing, so nothing of the kit's ever runs beside one."""
     with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
         clock.add(work)
         yield work

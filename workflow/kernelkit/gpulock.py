@@ -57,8 +57,7 @@ class LockSettings:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None, lock_dir: str | None = None) -> "LockSettings":
-        """From the validated `gpu_lock` section or the slice of it a stage gets (LOCK_KEYS);
-        `lock_dir` (the --lock-dir option) wins over the section's `dir`."""
+        """From the validated `gpu_lock` section or a stage's slice; `lock_dir` (--lock-dir) wins."""
         return cls(**dict(section or {})).with_dir(lock_dir)
 
     def with_dir(self, lock_dir: str | None) -> "LockSettings":
@@ -150,12 +149,10 @@ def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
         os.pwrite(fd, text.encode(), 0)
 
 
-# GPUs this process holds: key -> (descriptor, the record of taking it). The descriptor is never
-# closed by the kit in a command's own process: the kernel closes it when the process exits, after
-# the CUDA context is gone. A nested stretch names the same acquisition and previous holder.
+# GPUs this process holds: key -> (descriptor, the record of taking it). In a command's own
+# process the kernel closes the descriptor at exit, after the CUDA context is gone; a command run
+# inside a longer-lived process (the tests) lets it go after the body.
 _held: dict[str, tuple[int, GpuWork]] = {}
-# Only a command that is its own process keeps its hold until it exits; a caller that runs a
-# command inside a longer-lived process (the tests) lets it go after the body.
 _command_is_process = False
 
 

@@ -26,18 +26,15 @@ class GraphReplayMethod:
     launches_per_graph: int
     samples: int
     max_sample_ms: float
-    # Optional stopping rule: after `samples`, keep sampling until the median's relative
-    # half-width falls below this, or a limit is reached. None: exactly `samples`.
+    # After `samples`, sample on until the median's relative half-width falls below this or a
+    # limit is reached; None: exactly `samples`.
     stop_relative_spread: float | None
     stop_max_seconds: float
     stop_max_samples: int
-    # Microseconds the GPU spins before each sample's start event (see HostLead); 0: none.
-    host_lead_us: float = 0.0
+    host_lead_us: float = 0.0  # see HostLead; 0: none
     # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
     untimed_replays: int = 1
-    # Before the warm-up, the GPU runs a tiny piece of work in a second context of this process
-    # (device.OtherContext says why: small kernels time slower in a context that has not seen one).
-    context_switch: bool = True
+    context_switch: bool = True  # before the warm-up (device.OtherContext says why)
 
     @classmethod
     def from_timing(cls, timing: Mapping[str, Any]) -> "GraphReplayMethod":

@@ -58,12 +58,8 @@ def look_after(watcher: ProcessWatcher, ended_unix_s: float, timeout_s: float = 
                poll_s: float = LOOK_AFTER_POLL_S, sleep: Any = time.sleep,
                clock: Any = time.monotonic) -> dict[str, Any]:
     """After a stretch that ended at `ended_unix_s`, while this process still holds the GPU alone and
-    launches nothing: is anyone computing? Only where a process that is not the kit held a context
-    during the stretch; otherwise nobody could be, and it returns at once.
-
-    Busy: the first device utilisation sample whose period lies wholly after the stretch is above
-    zero. No kit process computes then (the lock), so the outsiders do, and may have begun during
-    the stretch, before NVML sampled them.
+    launches nothing: is anyone computing? Asked only where an outsider held a context during the
+    stretch; busy when the first device sample whose period lies wholly after it is above zero.
     """
     outsiders = watcher.outsiders
     if outsiders is None:
@@ -94,13 +90,10 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
                   sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, Any]:
     """Poll, holding the lock and launching nothing, until no foreign process computes, or the timeout.
 
-    Where the kit's processes can be listed: idle at once when no other process holds a context;
-    else when a device utilisation sample whose whole period lies within the wait reads 0 (the
-    kit launches nothing then, so any work is the others'). Per-process samples are not enough:
-    NVML may not have sampled a process that has just begun (see `look_after`).
-    Elsewhere: idle on a reading whose process samples show no foreign busy pid, or a device
-    utilisation of 0 (nothing ran over NVML's last period). With neither readable it returns at
-    once, idle None, and says why: the kit does not wait on what it cannot see.
+    Where the kit's processes can be listed: idle when no other process holds a context, or when a
+    device utilisation sample whose whole period lies within the wait reads 0 (per-process samples
+    may miss a process that has just begun). Elsewhere: idle on a reading with no foreign busy pid
+    or a device utilisation of 0. With neither readable: at once, idle None, saying why.
     """
     watcher.self_busy = False
     began, polls, last = clock(), 0, {}
