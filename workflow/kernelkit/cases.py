@@ -53,8 +53,7 @@ class CaseResult:
     nonfinite: int
     sentinel_left: int
     guard_overwritten: int
-    # Determinism: identical launches on fresh buffers, elements whose bits differed among them,
-    # and the spec's reason where the layout is declared nondeterministic ("" otherwise).
+    # Determinism over identical launches; the spec's reason where the layout is declared nondeterministic.
     deterministic: bool = True
     launches: int = 1
     differing_elements: int = 0

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+from kernelkit import gpulock
 from kernelkit.nvml import UNAVAILABLE, Nvml, _cuda_version, _read, _text, utc_now
 from kernelkit.records import canonical_hash, read_json, write_record
 
@@ -86,7 +87,7 @@ def _host_fields() -> dict[str, Any]:
 def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, Any]:
     """The whole environment record (KitError without a usable GPU), its clock snapshot taken
     holding the GPU lock so that it shows the GPU idle rather than another job's load."""
-    from kernelkit import device, gpujob, gpulock
+    from kernelkit import device, gpujob
 
     clock = gpujob.JobClock()
     cp = device.cupy()
@@ -140,7 +141,5 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("environment", help="record driver, device, clocks and host")
     p.add_argument("--config", help="the run's config.json, hashed into the record")
     p.add_argument("--output", required=True, help="where to write the environment record (JSON)")
-    from kernelkit import gpulock
-
     gpulock.add_arguments(p)
     p.set_defaults(func=cmd_environment)

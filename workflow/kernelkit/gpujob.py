@@ -45,12 +45,6 @@ def _started_unix_s(pid: int) -> float | None:
     return time.time() - (uptime_s - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def this_process() -> dict[str, Any]:
-    """Which process wrote a record: its pid and start, which no later process shares."""
-    started = process_started_unix_s()
-    return {"pid": os.getpid(), "started_unix_s": None if started is None else round(started, 3)}
-
-
 class JobClock:
     """A job's whole wall time (from process start), its wait for the GPU and where its seconds went."""
 
@@ -74,6 +68,7 @@ class JobClock:
 
     def describe(self) -> dict[str, Any]:
         ended = time.time()
+        started = process_started_unix_s()
         return {
             "started_unix_s": self.started_unix_s,
             "ended_unix_s": ended,
@@ -83,7 +78,8 @@ class JobClock:
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
             "phases_s": dict(self.phases_s),
-            "process": this_process(),
+            # Which process wrote the record: its pid and start, which no later process shares.
+            "process": {"pid": os.getpid(), "started_unix_s": None if started is None else round(started, 3)},
         }
 
 

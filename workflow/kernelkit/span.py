@@ -111,8 +111,7 @@ def cmd_span(args: argparse.Namespace) -> int:
     skipped = {layout: reason for layout, reason in reasons.items() if reason}
     layouts = [layout for layout in args.layout if layout not in skipped]
 
-    # Before the lock: imports, host inputs, NVML's handle; the CUDA context and the modules are
-    # made holding it (see kernelkit.gpulock), from CuPy's disk cache.
+    # Before the lock: imports, host inputs, NVML's handle; the context and modules holding it.
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
     nvml = Nvml(bus_id)
@@ -132,8 +131,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])
                            for layout in layouts}
         cp.cuda.Device().synchronize()
-        # Each layout's output once at this shape, as the timing stage does (hand-written ones share
-        # `out`, so each is judged right after its own call).
+        # Each layout's output once at this shape, each judged right after its own call (they share `out`).
         comparer = verify.DeviceComparer()
         reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
         verified = {layout: verify.verify_timed_output(spec, layout, args.shape, impl, reference, comparer)
