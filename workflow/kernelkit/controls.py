@@ -80,8 +80,7 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
         "determinism_runs": settings.determinism_runs,
         "caught": True,
         "caught_by": first,
-        # The checks that caught the mutation in each layout on its own; racecheck's one
-        # run over several layouts says only that it saw the race in them (`racecheck`).
+        # The checks that caught the mutation in each layout on its own (racecheck's joint run: `racecheck`).
         "caught_in_layouts": by_layout,
         "racecheck": racecheck,
     }

@@ -85,7 +85,7 @@ class ProcessWatcher:
     kit_pids: tuple[int, ...] = ()
     since_unix_s: float | None = None
     self_busy: bool = True
-    # The kit's other processes with a context on this GPU now (none while this one holds the lock), or None where they cannot be known.
+    # The kit's other processes with a context on this GPU now, or None where they cannot be known.
     members: Callable[[], set[int] | None] | None = None
 
     def __post_init__(self) -> None:

@@ -45,20 +45,17 @@ def version(package: str) -> str:
     return str(getattr(module, "__version__", "unknown"))
 
 
-# What installed_version says of a package it finds installed but cannot read a version of.
 UNKNOWN_VERSION = "unknown (no version module or package metadata)"
 VERSION_ASSIGNMENT = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def installed_version(package: str) -> str | None:
-    """What `version` would say, found without importing the package: from its version module's
-    text where it has one (Torch's carries its CUDA build, e.g. 2.11.0+cu130, which its package
-    metadata leaves out), else from the metadata of the distribution that installed it (CuPy's is
-    named after its CUDA version, cupy-cuda12x). None: not installed."""
+    """What `version` would say, without importing the package: from its version module's text
+    (Torch's carries its CUDA build, which its metadata leaves out), else from its distribution's
+    metadata. None: not installed."""
     from importlib import metadata
 
-    # The folder Python would import it from, looked up on sys.path by hand: asking the import
-    # system (importlib.util.find_spec) is an import attempt as far as its hooks can tell.
+    # Looked up on sys.path by hand: find_spec is an import attempt as far as import hooks can tell.
     folder = next((Path(entry or ".") / package for entry in sys.path
                    if (Path(entry or ".") / package / "__init__.py").is_file()), None)
     for name in ("version.py", "_version.py") if folder is not None else ():
