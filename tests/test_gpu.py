@@ -79,7 +79,7 @@ def test_cli_negative_controls_default_to_every_control_a_record_each(tmp_path, 
 def test_short_graph_replay_timing():
     from kernelkit import device
     from kernelkit.inputs import rng_for
-    from kernelkit.kernel_time import graph_replay_samples
+    from kernelkit.kernel_time import kernel_time_samples
 
     cp = device.cupy()
     shape = (512, 128)
@@ -87,7 +87,8 @@ def test_short_graph_replay_timing():
     buffers = device.upload(RMSNORM.make_inputs(shape, "normal", rng_for("gpu-test")))
     out = cp.empty(shape, dtype=cp.float32)
     launch_once, _ = device.launcher(RMSNORM, kernel, RMSNORM.layouts["t32"], shape, buffers, out)
-    samples = graph_replay_samples(launch_once, graph_method(warmup_launches=3, launches_per_graph=8, samples=5))
+    samples, used, _ = kernel_time_samples(launch_once, graph_method(warmup_launches=3, launches_per_graph=8, samples=5))
+    assert used["name"] == "cuda_graph_replay"
     assert len(samples) == 5
     assert all(math.isfinite(s) and 0.5 < s < 1000 for s in samples)
     assert kernel.attributes["num_regs"] > 0

@@ -1,12 +1,7 @@
-"""The correctness cases and the suite that runs them, shared by the checks stage (kernelkit.checks)
-and the negative controls (kernelkit.controls: mutated sources the checks must catch), which run
-their mutated builds through the same cases; and the gate that reads their records back: nothing
-is timed without both (`require_checked`).
-
-Each case fills the output, and guard regions on both sides of it, with a sentinel NaN
-whose bit pattern no arithmetic produces, launches once, and then demands that every
-output element was overwritten with a finite value within tolerance and that no guard
-element changed. The check itself (kernelkit.output_check) is plain NumPy so it is tested on the CPU.
+"""The correctness cases and the suite that runs them, shared by the checks stage and the negative
+controls (mutated builds through the same cases), and the gate that reads their records back:
+nothing is timed without both (`require_checked`). Each case fills the output and guard regions
+around it with a sentinel NaN, launches, and is judged by kernelkit.output_check.
 """
 
 from __future__ import annotations
@@ -58,8 +53,7 @@ class CaseResult:
     nonfinite: int
     sentinel_left: int
     guard_overwritten: int
-    # Determinism: identical launches on fresh buffers, elements whose bits differed among them,
-    # and the spec's reason where the layout is declared nondeterministic ("" otherwise).
+    # Determinism over identical launches; the spec's reason where the layout is declared nondeterministic.
     deterministic: bool = True
     launches: int = 1
     differing_elements: int = 0
@@ -69,8 +63,7 @@ class CaseResult:
 @dataclass
 class PreparedCase:
     """One correctness case's CPU side, made before the GPU lock is taken: the host inputs and
-    their float64 reference. Uploading copies the bits as they are (any dtype), so the reference
-    of the host arrays is the reference of what sits on the device."""
+    their float64 reference (uploading copies the bits as they are)."""
 
     layout: str
     shape: Shape
@@ -87,25 +80,16 @@ def prepare_case(spec: KernelSpec, layout_name: str, shape: Shape, pattern: str)
 
 
 def prepare_cases(spec: KernelSpec, layouts: Sequence[str], cases: Sequence[tuple[Shape, str]]) -> list[PreparedCase]:
-    """Every layout's cases, each (shape, pattern)'s inputs and float64 reference made once and shared
-    by the layouts: they depend on neither the layout nor the mutation, and a control of matmul's
-    four hand-written layouts otherwise made each 1000^3 reference four times. The judgement
-    reads them only, so sharing them cannot let one layout's result leak into another's."""
-    made: dict[tuple[Shape, str], PreparedCase] = {}
-    prepared = []
-    for layout in layouts:
-        for shape, pattern in cases:
-            first = made.get((shape, pattern))
-            if first is None:
-                first = made[(shape, pattern)] = prepare_case(spec, layout, shape, pattern)
-            prepared.append(replace(first, layout=layout))
-    return prepared
+    """Every layout's cases, each (shape, pattern)'s inputs and reference made once and shared by
+    the layouts, which the judgement only reads (matmul's four layouts made each 1000^3 reference
+    four times)."""
+    made = {case: prepare_case(spec, layouts[0], *case) for case in dict.fromkeys(cases)} if layouts else {}
+    return [replace(made[case], layout=layout) for layout in layouts for case in cases]
 
 
 def launch_case(spec: KernelSpec, kernel: Any, case: PreparedCase, runs: int = 1) -> list[np.ndarray]:
     """The GPU side of one case: upload, then `runs` times a sentinel fill, one launch or library
-    call (whose result is copied in) and a download: the raw bits of [guard | output | guard] of
-    each launch, for `judge_case`."""
+    call (its result copied in) and a download of [guard | output | guard]'s raw bits."""
     from kernelkit import device
 
     cp = device.cupy()
@@ -137,8 +121,8 @@ def launch_case(spec: KernelSpec, kernel: Any, case: PreparedCase, runs: int = 1
 
 
 def judge_case(spec: KernelSpec, case: PreparedCase, launches: Sequence[np.ndarray]) -> CaseResult:
-    """The first launch judged by `check_case`; all launches must agree bit for bit (see
-    kernelkit.determinism) unless the spec declares the layout nondeterministic."""
+    """The first launch judged by `check_case`; all launches must agree bit for bit unless the
+    spec declares the layout nondeterministic."""
     verdict = check_case(launches[0], case.reference, spec.tolerance, scale=case.scale)
     verdict = determinism.judge(verdict, determinism.compare_launches(launches), spec.nondeterministic.get(case.layout))
     worst_index = [int(i) for i in np.unravel_index(verdict.pop("worst_flat_index"), spec.output_shape(case.shape))]
@@ -148,10 +132,8 @@ def judge_case(spec: KernelSpec, case: PreparedCase, launches: Sequence[np.ndarr
 
 def compile_builds(spec: KernelSpec, layouts: Sequence[str], mutation: str | None, clock: Any) -> None:
     """Every hand-written layout's build of the (possibly mutated) source, compiled into the kit's
-    binary cache. NVRTC is CPU work and needs no context, so a job calls this before it takes the
-    GPU lock, which it then keeps until it exits: a compile (seconds to a minute for a mutated
-    source, on an empty cache) never holds the GPU from other jobs, and under the lock
-    device.compile_kernel only loads."""
+    binary cache before the GPU lock is taken (NVRTC needs no context), so that a compile never
+    holds the GPU from other jobs and under the lock device.compile_kernel only loads."""
     from kernelkit import binaries, device
 
     with clock.phase("compile"):
@@ -163,13 +145,8 @@ def run_suite(spec: KernelSpec, layouts: list[str], mutation: str | None = None,
               cases: Sequence[tuple[Shape, str]] | None = None, lock: Any = None,
               clock: Any = None) -> list[CaseResult]:
     """Every correctness shape x pattern (or the `cases` given) for each layout, with the (possibly
-    mutated) source, each case launched `runs` times.
-
-    Inputs, references and the compilation of each build (per entry and compile options) first;
-    then, holding the GPU lock (`lock`: gpulock.LockSettings, default the schema's; `clock` adds
-    the stretch to a job's clock), the CUDA context, the loading of each build and every launch;
-    then the judgement of the downloaded bits.
-    """
+    mutated) source, each case launched `runs` times: inputs, references and compiles first; then,
+    holding the GPU lock, the context, the loads and every launch; then the judgement."""
     from kernelkit import device, gpujob, gpulock, library
     from kernelkit.nvml import Nvml
 
@@ -202,8 +179,7 @@ def correctness_cases(spec: KernelSpec) -> list[tuple[Shape, str]]:
 
 
 def sanitizer_cases(spec: Any) -> list[tuple[tuple[int, ...], str]]:
-    """The few cases compute-sanitizer runs (spec.KernelSpec.sanitizer_shapes_used): the values a
-    pattern gives change no code path of these kernels, so one pattern, `normal`."""
+    """The few cases compute-sanitizer runs, in one pattern: values change no code path here."""
     return [(shape, "normal") for shape in spec.sanitizer_shapes_used()]
 
 
@@ -238,9 +214,8 @@ def print_cases(cases: list[CaseResult]) -> None:
 
 
 def hold_gpu(lock: Any, clock: Any) -> None:
-    """Take this process's GPU lock (`lock`: gpulock.LockSettings) before starting children on the
-    GPU; it is kept until this process exits, and the children run under it
-    (kernelkit.gpulock.child_environment)."""
+    """Take this process's GPU lock before starting children on the GPU, who run under it
+    (kernelkit.gpulock.child_environment) until this process exits."""
     from kernelkit import device, gpujob
     from kernelkit.nvml import Nvml
 
@@ -260,10 +235,7 @@ def settings_lock_and_clock(args: argparse.Namespace) -> tuple[CheckSettings, Lo
 def require_checked(spec: KernelSpec, layout: str, correctness_file: str, control_files: list[str],
                     sanitizer_file: str | None = None) -> str | None:
     """Refuse to time a kernel whose correctness, controls and (when given) sanitizer record did not
-    pass in this run, on this source.
-
-    Returns the reason when the layout was skipped (its library is missing here), else None.
-    """
+    pass in this run, on this source; the reason when the layout was skipped, else None."""
     record = read_record(correctness_file)
     if layout in record.get("skipped", {}):
         return record["skipped"][layout]

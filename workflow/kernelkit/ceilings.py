@@ -1,10 +1,6 @@
-"""The run's own ceilings and floor, measured on the same GPU in the same run.
-
-A timing means little without the limits it runs against: the device-to-device copy rate
-bounds memory-bound kernels, the library's FP32 GEMM rate bounds arithmetic, and the
-per-launch cost of an empty kernel in the same graph replay is the floor below which no
-timing resolves anything. Each is a target of its own; the report divides every timing by
-the ceiling that bounds it (kernelkit.stats.rates), which is plain arithmetic, tested on the CPU.
+"""The run's own ceilings and floor, measured on the same GPU in the same run: the device-to-device
+copy rate bounds memory-bound kernels, the FP32 GEMM rate arithmetic, and an empty kernel's cost
+in the same graph replay is the floor below which no timing resolves anything.
 """
 
 from __future__ import annotations
@@ -22,10 +18,8 @@ from kernelkit.gpulock import add_arguments as add_lock_argument
 
 KINDS = CEILING_KINDS
 EMPTY_KERNEL = 'extern "C" __global__ void kernelkit_empty() {}'
-# cudaMemcpyAsync reached 2.7 TB/s on the H200 where kernels reach more (run h200-q-extras
-# flagged a Triton kernel "above ceiling"; in h200-s5a a grid-stride copy kernel reached 3.9 TB/s
-# and the Triton bias+GELU 4.2 TB/s). A ceiling is the best the GPU was seen to do, so the copy
-# ceiling is the fastest of memcpy and three copy kernels, each recorded.
+# cudaMemcpyAsync reached 2.7 TB/s on the H200 where kernels reached 3.9-4.2 TB/s; a ceiling is the
+# best the GPU was seen to do, so the copy ceiling is the fastest of memcpy and three copy kernels.
 COPY_KERNEL = r"""
 extern "C" __global__ void kernelkit_copy(const float4* __restrict__ source, float4* __restrict__ target,
                                           long long quads) {
@@ -69,8 +63,7 @@ THREADS = 256
 
 @dataclass(frozen=True)
 class CeilingSettings(kit_config.StageSettings):
-    # The ceilings are sampled as the timed targets are (no stopping rule, which would make their
-    # sample counts differ); their sizes come from the config's `ceilings` section.
+    # Sampled as the timed targets are, less the stopping rule (which would vary their counts).
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]] = {
         "timing": ("warmup_launches", "launches_per_graph", "samples", "max_sample_ms"),
         "ceilings": ("copy_bytes", "gemm_n"), "gpu_lock": LOCK_KEYS}

@@ -1,7 +1,5 @@
 """The checks stage: correctness of each kernel layout against its float64 reference, every case
-of the suite (kernelkit.cases) launched in this one process, a record per layout. Nothing is
-timed without it (kernelkit.cases.require_checked).
-"""
+of the suite (kernelkit.cases) launched in this one process, a record per layout."""
 
 from __future__ import annotations
 
@@ -19,13 +17,9 @@ def _skipped_baselines(spec: KernelSpec, layouts: list[str]) -> dict[str, str]:
     """Baseline layouts whose package cannot run here, with the reason; nothing else is skipped."""
     from kernelkit import library
 
-    skipped = {}
-    for layout in layouts:
-        if spec.is_baseline(layout):
-            reason = library.missing_reason(spec.baselines[layout].package)
-            if reason:
-                skipped[layout] = reason
-    return skipped
+    reasons = {layout: library.missing_reason(spec.baselines[layout].package)
+               for layout in layouts if spec.is_baseline(layout)}
+    return {layout: reason for layout, reason in reasons.items() if reason}
 
 
 def cmd_correctness(args: argparse.Namespace) -> int:
@@ -45,9 +39,7 @@ def cmd_correctness(args: argparse.Namespace) -> int:
     for layout, reason in skipped.items():
         print(f"skipped {layout}: {reason}")
     runnable = [layout for layout in layouts if layout not in skipped]
-    chosen = None
-    if args.sanitizer_cases:
-        chosen = sanitizer_cases(spec)
+    chosen = sanitizer_cases(spec) if args.sanitizer_cases else None
     cases = run_suite(spec, runnable, args.control, settings.determinism_runs, chosen, lock=lock, clock=clock) if runnable else []
     print_cases(cases)
     failed = [case for case in cases if not case.passed]

@@ -1,8 +1,7 @@
 """The negative-control stage: a mutated build of a kernel's source (its spec's `mutations`) run
-through the same correctness cases, launched `checks.determinism_runs` times each, and, for a race
-the cases cannot show, through compute-sanitizer's racecheck. The checks must catch every mutation
-before anything of that kernel is timed (kernelkit.cases.require_checked reads these records).
-"""
+through the same correctness cases, `checks.determinism_runs` launches each, and, for a race the
+cases cannot show, compute-sanitizer's racecheck. The checks must catch every mutation before
+anything of that kernel is timed."""
 
 from __future__ import annotations
 
@@ -28,11 +27,9 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
     from kernelkit import device
 
     mutation = spec.mutation(control)
-    # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught,
-    # for a control that declares a bug only threads show, or when no layout caught it at all (a
-    # control aimed at one layout need not fail in the others). For a bug only threads show, the
-    # racecheck child runs beside this process's own cases, which seldom catch it, under this
-    # process's GPU hold (taken first: kernelkit.cases.hold_gpu).
+    # Races often give right, repeatable answers: racecheck looks at the layouts nothing else caught
+    # when the control declares a bug only threads show (then its child runs beside this process's
+    # cases, under this process's GPU hold) or when no layout caught it at all.
     if mutation.needs_gpu_to_show:
         hold_gpu(lock, clock)
     with ThreadPoolExecutor(max_workers=1) as beside:
@@ -83,8 +80,7 @@ def run_control(spec: specs.KernelSpec, control: str, layouts: list[str], settin
         "determinism_runs": settings.determinism_runs,
         "caught": True,
         "caught_by": first,
-        # The checks that caught the mutation in each layout on its own; racecheck's one
-        # run over several layouts says only that it saw the race in them (`racecheck`).
+        # The checks that caught the mutation in each layout on its own (racecheck's joint run: `racecheck`).
         "caught_in_layouts": by_layout,
         "racecheck": racecheck,
     }

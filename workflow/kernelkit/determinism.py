@@ -1,7 +1,6 @@
 """Determinism without a tool: every correctness case is launched several times on a freshly
-filled output buffer, and the raw bits must agree exactly. Races often give right answers (a
-reduction without its barrier passed all 48 of rmsnorm's cases on the H200), but rarely the same
-bits every time. Layouts declared in the spec's `nondeterministic` are recorded, not failed.
+filled output buffer, and the raw bits must agree exactly: races often give right answers, but
+rarely the same bits every time. Layouts declared `nondeterministic` are recorded, not failed.
 """
 
 from __future__ import annotations

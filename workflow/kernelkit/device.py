@@ -1,11 +1,9 @@
-"""The only module that touches the GPU through CuPy.
-
-CuPy is imported lazily so that the CPU side of the kit (config, targets, summary,
-report, diff) works on a machine without CUDA.
-"""
+"""The only module that touches the GPU through CuPy, imported lazily so that the CPU side of
+the kit works on a machine without CUDA."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 from dataclasses import dataclass
@@ -14,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from kernelkit import KitError, binaries
-from kernelkit.nvml import UNAVAILABLE, Nvml
+from kernelkit.nvml import UNAVAILABLE, Nvml, _text
 from kernelkit.spec import KernelSpec, Shape
 
 
@@ -65,13 +63,9 @@ NO_CUPY = "CuPy is not installed (No module named 'cupy'); install envs/requirem
 
 
 def gpu_problem() -> str | None:
-    """Why this Python cannot run the kit's GPU stages, in the sentences of `cupy()`, or None:
-    CuPy is installed, the CUDA driver loads and sees a GPU, and supports the CUDA of CuPy's wheel.
-    Asked through the driver, without importing CuPy or making a context.
-
-    Why: the workflow asks before it plans a GPU job, on the way to the first job. On an H200
-    (2026-12-01) CuPy's import and runtime start took 0.79-0.86 s in a fresh process, this check
-    0.18 s in Snakemake's."""
+    """Why this Python cannot run the kit's GPU stages, in the sentences of `cupy()`, or None.
+    Asked through the driver, without importing CuPy or making a context: the workflow asks before
+    it plans a GPU job, and CuPy's start took 0.8 s there, this check 0.18 s (H200)."""
     import importlib.util
 
     if importlib.util.find_spec("cupy") is None:
@@ -90,15 +84,13 @@ def gpu_problem() -> str | None:
 
 
 def installed_cupy_wheel() -> str | None:
-    """The name of the installed CuPy wheel that fixes its CUDA major version, or None (CuPy built from source)."""
+    """The installed CuPy wheel that fixes its CUDA major version, or None (CuPy built from source)."""
     from importlib import metadata
 
     for name in CUPY_WHEEL_CUDA:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-        return name
+            return name
     return None
 
 
@@ -115,19 +107,13 @@ def driver_too_old(driver_cuda_version: int, wheel: str | None) -> str | None:
             f"CUDA {needed}" + (f"; install {other}" if other else "; update the driver"))
 
 
-# The measurement stream of each device this process has used (measurement_stream).
 _measurement_streams: dict[int, Any] = {}
 
 
 def measurement_stream() -> Any:
-    """The one non-blocking stream every measurement of this process runs on, made once and kept.
-
-    Why: a process times small kernels faster on the first stream it makes than on any stream it
-    makes after destroying one. On an H200 (2026-11-30) rmsnorm 512x128 vec took 1.685 us on a
-    process's first stream and 1.858-1.867 us on each new stream of five later measurements, but
-    1.683-1.686 us in all six when they shared one stream. (The same 0.18 us step shows after
-    loading modules; OtherContext says what clears it.)
-    """
+    """The one non-blocking stream every measurement of this process runs on, made once and kept:
+    a process times small kernels ~10% slower on any stream made after destroying one (H200,
+    rmsnorm 512x128 vec: 1.685 us on the first stream, 1.86 us on each later new one)."""
     cp = cupy()
     device_id = cp.cuda.Device().id
     if device_id not in _measurement_streams:
@@ -138,16 +124,10 @@ def measurement_stream() -> Any:
 class OtherContext:
     """A second CUDA context of this process on one device, which clears one tiny buffer when asked.
 
-    Why: the GPU times a small kernel slower while its context is in a state that loading modules
-    puts it in, until the GPU has run another context's work. On an H200 (2026-11-30), rmsnorm
-    512x128 vec took 1.681-1.683 us with up to 7 extra modules loaded in the process and
-    1.856-1.868 us from the 8th on (loaded before or after the timed kernel's own); after a child
-    process's CuPy loop it took 1.683 us again, and stayed there after one more module and after
-    unloading the extra ones. A `--cores 1` run keeps one worker process that loads every module
-    and never sees another context's work; a parallel run's workers see each other's between
-    their exclusive stretches. So each measurement starts after this context's work instead of
-    after whatever ran last. Made once per process and device (a context holds a few hundred MiB).
-    """
+    Why: after 8 or more modules are loaded the GPU times a small kernel ~10% slower (H200, rmsnorm
+    512x128 vec: 1.68 vs 1.86 us) until it has run another context's work. A `--cores 1` worker
+    never sees another context's work, a parallel run's workers do; so each measurement starts
+    after this context's work instead of after whatever ran last. One per process and device."""
 
     def __init__(self) -> None:
         self._driver = Driver()
@@ -189,13 +169,8 @@ def _other_context(device_id: int) -> OtherContext | str:
 
 
 def prepare_measurement(context_switch: bool = True) -> None:
-    """Make what every measurement of this process uses, once per process and device: its stream
-    and, when the method switches contexts, the other context. Call it holding the GPU shared.
-
-    Why: made inside a worker's first exclusive hold, they held the card alone for a worker's first
-    timing 0.49-0.55 s (median), against 0.15-0.16 s for its later timings (h200-w2x1g, h200-w2x2g):
-    a second or so of exclusive time per card and pool of eight workers.
-    """
+    """Make the stream and, when the method switches contexts, the other context, holding the GPU
+    shared: made inside a worker's first exclusive hold, they tripled its exclusive time."""
     cp = cupy()
     measurement_stream()
     if context_switch:
@@ -203,8 +178,8 @@ def prepare_measurement(context_switch: bool = True) -> None:
 
 
 def switch_contexts() -> str:
-    """Run a tiny piece of work in this process's other context on the current device (see
-    OtherContext), before a measurement; returns what the record says: 'other context' or why not."""
+    """Run OtherContext's tiny work before a measurement; returns what the record says:
+    'other context' or why not."""
     cp = cupy()
     device_id = cp.cuda.Device().id
     cp.cuda.Device().synchronize()
@@ -224,34 +199,23 @@ class CompiledKernel:
     source_sha256: str
     compile_options: tuple[str, ...]
     attributes: dict[str, int]
-    # The SHA-256 of the bytes that ran (kernelkit.binaries).
-    binary_sha256: str = ""
-
-
-# cuDeviceGetAttribute's attributes for the compute capability (cuda.h).
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+    binary_sha256: str = ""  # of the bytes that ran (kernelkit.binaries)
 
 
 @functools.lru_cache(maxsize=None)
 def compute_capability(device_id: int) -> str:
-    """The compute capability of CUDA device `device_id`, spelled as CuPy's
-    Device.compute_capability spells it ("90"), asked of the CUDA driver.
-
-    Why not CuPy's: the runtime's query makes the device's context, in a process that may need
-    none (the sanitizer's job only starts children), and waits behind every context other
-    processes are making. On an H200 (2026-12-01), beside seven processes making contexts, it
-    took 0.84-0.86 s, the driver's query 0.000 s; and the context it made, held by a process that
-    never took the GPU lock, made the next timing wait 0.26-0.36 s to see whether that outsider
-    computed (kernelkit.quiet_gpu.look_after)."""
+    """The compute capability of CUDA device `device_id` as CuPy spells it ("90"), asked of the
+    driver: CuPy's query makes a context, in a process that may need none, and waits behind other
+    processes' contexts (0.85 s on an H200 beside seven; the driver's: 0.000 s)."""
     try:
         driver = Driver()
         driver("cuInit", 0)
         device = ctypes.c_int()
         driver("cuDeviceGet", ctypes.byref(device), device_id)
         major, minor = ctypes.c_int(), ctypes.c_int()
-        driver("cuDeviceGetAttribute", ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
-        driver("cuDeviceGetAttribute", ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
+        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR (cuda.h)
+        driver("cuDeviceGetAttribute", ctypes.byref(major), 75, device)
+        driver("cuDeviceGetAttribute", ctypes.byref(minor), 76, device)
     except (NoDriver, CudaError):
         return str(cupy().cuda.Device(device_id).compute_capability)
     return f"{major.value}{minor.value}"
@@ -293,10 +257,8 @@ def compile_kernel(spec: KernelSpec, mutation: str | None = None, entry: str | N
 
 
 def upload(inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
-    """Device copies of host arrays. A C-contiguous array is copied straight into a fresh device
-    array (the driver stages pageable memory through its own pinned buffers); CuPy's asarray
-    would pin a new staging buffer of the array's size first, and pinning maps memory into the
-    GPU's address space, which slows whatever another process runs on the GPU at the time."""
+    """Device copies of host arrays. A C-contiguous array is copied straight from pageable memory:
+    CuPy's asarray would pin a staging buffer first, which slows another process's GPU work."""
     cp = cupy()
     uploaded = {}
     for name, array in inputs.items():
@@ -347,11 +309,8 @@ class Implementation:
 
 def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
     """The layout's kernel compiled and loaded, or None for a library baseline (whose package is
-    imported here instead).
-
-    For a baseline, call it before taking the GPU lock (its import is seconds of CPU work); for a
-    hand-written layout, holding it (loading a module is GPU work, see kernelkit.gpulock).
-    """
+    imported here instead): for a baseline, call it before taking the GPU lock (seconds of CPU
+    work); for a hand-written layout, holding it (loading a module is GPU work)."""
     if spec.is_baseline(layout):
         from kernelkit import library
 
@@ -362,9 +321,8 @@ def compile_layout(spec: KernelSpec, layout: str) -> CompiledKernel | None:
 
 def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping[str, Any], out: Any,
                    kernel: CompiledKernel | None = None) -> Implementation:
-    """A hand-written layout compiled (unless `kernel` is given: see compile_layout) and bound to
-    `out`, or a library baseline bound to the inputs (it returns its own output). Everything
-    slow happens here, before any timing."""
+    """A hand-written layout compiled (unless `kernel` is given) and bound to `out`, or a library
+    baseline bound to the inputs (it returns its own output); everything slow, before any timing."""
     if spec.is_baseline(layout):
         from kernelkit import library
 
@@ -395,19 +353,13 @@ def implementation(spec: KernelSpec, layout: str, shape: Shape, buffers: Mapping
 
 def device_name() -> str:
     cp = cupy()
-    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-    name = props["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return _text(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"])
 
 
 def card() -> dict[str, Any]:
-    """The card this process runs on, as every GPU record names it: NVML's UUID and index.
-
-    Read here, in the process, from the CUDA device the process uses (by PCI bus id), so it is
-    the card that did the work whatever CUDA_VISIBLE_DEVICES said; the index is NVML's, the
-    number nvidia-smi shows and the workflow's `gpus` list uses. Where no GPU or NVML answers
-    (a skipped tool run on a CPU machine) both are None rather than a guess.
-    """
+    """The card this process runs on, as every GPU record names it: NVML's UUID and index (as
+    nvidia-smi and the workflow's `gpus` list number it), by the PCI bus id of the CUDA device the
+    process uses, whatever CUDA_VISIBLE_DEVICES said; both None where no GPU or NVML answers."""
     try:
         bus_id = cupy().cuda.Device().pci_bus_id
     except KitError:

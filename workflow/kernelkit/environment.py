@@ -1,8 +1,5 @@
-"""The environment stage: what the machine was when the numbers were taken.
-
-Every field is either a value or the string "unavailable: <reason>", so a reader can tell
-"not recorded" from "recorded as zero". NVML is optional: without it the clock fields say
-why they are missing and the run goes on; without a GPU the capture fails.
+"""The environment stage: what the machine was when the numbers were taken. Every field is a
+value or "unavailable: <reason>" (NVML is optional); without a GPU the capture fails.
 """
 
 from __future__ import annotations
@@ -15,16 +12,14 @@ import subprocess
 import sys
 from typing import Any
 
+from kernelkit import gpulock
 from kernelkit.nvml import UNAVAILABLE, Nvml, _cuda_version, _read, _text, utc_now
 from kernelkit.records import canonical_hash, read_json, write_record
 
 
 def clocks_locked(snapshot: dict[str, Any]) -> Any:
-    """Whether the SM clock was pinned, as far as NVML lets an unprivileged reader tell.
-
-    NVML has no query for locked clocks; the applications-clocks clock-event reason is the
-    readable trace of a pinned clock, so that is what this reports, and says so.
-    """
+    """Whether the SM clock was pinned, as far as an unprivileged reader can tell: NVML has no
+    query for locked clocks, so the applications-clocks clock-event reason stands for it."""
     reasons = snapshot.get("clock_event_reasons")
     if not isinstance(reasons, list):
         return f"{UNAVAILABLE}clock-event reasons could not be read"
@@ -90,11 +85,9 @@ def _host_fields() -> dict[str, Any]:
 
 
 def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, Any]:
-    """The whole environment record; fails (KitError) when no GPU or driver is usable.
-
-    The clock snapshot is taken holding the GPU lock (gpu_lock of the run's config), so that it
-    shows the GPU idle rather than another job's load."""
-    from kernelkit import device, gpujob, gpulock
+    """The whole environment record (KitError without a usable GPU), its clock snapshot taken
+    holding the GPU lock so that it shows the GPU idle rather than another job's load."""
+    from kernelkit import device, gpujob
 
     clock = gpujob.JobClock()
     cp = device.cupy()
@@ -125,10 +118,8 @@ def capture(config: dict[str, Any], lock_dir: str | None = None) -> dict[str, An
 
 
 def _baseline_packages() -> dict[str, str]:
-    """The installed version of each baseline library, or that it is not installed: the report
-    shows what was compared. Read without importing them: Torch's import alone took 5 of this
-    job's 6.5 s on an H200 host, at the head of every `--cores 1` run. Whether a baseline can run
-    on the GPU is what its correctness job finds (and records as a skip)."""
+    """The installed version of each baseline library, or that it is not installed, read without
+    importing them: Torch's import alone took 5 of this job's 6.5 s (H200 host)."""
     from kernelkit import library
 
     return {package: library.installed_version(package) or f"{UNAVAILABLE}{package} is not installed"
@@ -150,7 +141,5 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("environment", help="record driver, device, clocks and host")
     p.add_argument("--config", help="the run's config.json, hashed into the record")
     p.add_argument("--output", required=True, help="where to write the environment record (JSON)")
-    from kernelkit import gpulock
-
     gpulock.add_arguments(p)
     p.set_defaults(func=cmd_environment)

@@ -1,36 +1,19 @@
 """Foreign work on the GPU: another process computing while the kit times.
 
 The per-GPU lock (kernelkit.gpulock) keeps kit processes from timing each other, but not a
-training job, another user's benchmark or a second kit with another lock directory. NVML
-sees them: `nvmlDeviceGetComputeRunningProcesses` lists every context on the device, and
-`nvmlDeviceGetProcessUtilization` gives each process's SM utilisation in timestamped samples.
+training job, another user's benchmark or a kit with another lock directory. NVML lists every
+context on the device and gives each process's SM utilisation in timestamped samples. Presence
+is not work (kit processes waiting for the lock hold idle contexts), so a process is foreign
+only when it did something and is not the kit.
 
-Presence is not work: kit processes waiting for the lock hold idle contexts, and so does the
-previous holder for a moment after it released. So a process is foreign only when it *did*
-something (SM utilisation above zero) and is not the kit.
-
-Who the kit is: every kit process takes its GPU's lock before it creates a CUDA context and
-keeps it until it exits (kernelkit.gpulock), so while this process holds the lock, no other kit
-process of this lock directory has a context on the GPU; the previous holder, whose context may
-outlive its lock for a moment, is named in the lock file and excused. With this process in NVML's
-pid space, a process is foreign when it has a context now and showed SM utilisation since the
-kit's own work began, or, with no sample since, was busy in its latest sample of the last
-`WINDOW_S` seconds (rule `by_pid_and_members`). The driver samples each process only every so
-often, longer than most timed stretches, so judging only the samples that lie wholly inside the
-stretch missed a CuPy loop that slowed 12 of 13 targets 2x to 20x (H200, 2026-11-30).
-With the lock disabled, only samples whose whole period lies after the stretch began are judged
-(rule `by_pid`), less the previous holder.
-
-Per-process samples cannot show work that began inside a short stretch (NVML samples processes
-too seldom); what the GPU does while the kit holds it and launches nothing, after a stretch and
-while waiting for it to be idle, is kernelkit.quiet_gpu's.
-
-NVML reports host pids. In a container with its own pid namespace this process's pid is
-not among them; then no pid can be told apart, and the judgement counts instead: while the
-kit computes, two or more busy processes mean someone else is busy too (one is the kit);
-while the kit is idle, any busy process is foreign. The reading says which rule it used.
-
-All judgement here is plain Python on readings shaped like NVML's, tested on the CPU.
+While this process holds the lock no other kit process of its lock directory has a context, and
+the previous holder (whose context may outlive its lock a moment) is named in the lock file and
+excused. So a process is foreign when it has a context now and showed SM utilisation since the
+kit's work began, or, with no sample since, was busy in its latest sample of the last WINDOW_S
+(rule `by_pid_and_members`): the driver samples each process more seldom than most stretches
+last. With the lock disabled, only samples whose whole period lies after the stretch began
+count (`by_pid`). In a container with its own pid namespace no pid can be told apart, and the
+judgement counts busy processes instead (`by_count`). Plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -43,58 +26,46 @@ from typing import Any, Callable, Iterable
 from kernelkit.nvml import UNAVAILABLE, unavailable
 
 # How far before the lock's acquisition the first reading looks, to find where each process's
-# first sample period after it begins (NVML keeps a buffer of recent samples).
+# first sample period after it begins; and how far back the members' rule looks for a foreign
+# process's work (longer than the driver's per-process sampling period).
 LOOKBACK_S = 2.0
-# How far back a reading looks for a foreign process's work when the kit's members are known:
-# longer than the driver's per-process sampling period, so a process busy throughout is seen.
 WINDOW_S = 2.0
+
+
+def ask(nvml: Any, call: Callable[[Any, Any], Any], samples: bool = False) -> Any:
+    """NVML's answer to `call(pynvml, handle)`, or why there is none. For `samples`, NotFound (no
+    sample is newer) and pynvml's error for code 0 (no sample to count) are an empty list."""
+    if getattr(nvml, "error", None):
+        return nvml.error
+    try:
+        return call(nvml.nvml, nvml.handle)
+    except Exception as error:  # NotSupported, NoPermission, an old binding
+        if samples and ("NotFound" in type(error).__name__ or getattr(error, "value", None) == 0):
+            return []
+        return unavailable(error)
 
 
 def compute_pids(nvml: Any) -> list[int] | str:
     """Pids with a compute context on the device, or why they cannot be read."""
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        return sorted(int(p.pid) for p in nvml.nvml.nvmlDeviceGetComputeRunningProcesses(nvml.handle))
-    except Exception as error:  # NotSupported, NoPermission, an old binding
-        return unavailable(error)
+    return ask(nvml, lambda n, h: sorted(int(p.pid) for p in n.nvmlDeviceGetComputeRunningProcesses(h)))
 
 
 def process_samples(nvml: Any, since_us: int) -> list[dict[str, Any]] | str:
-    """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps).
-
-    NVML answers NotFound when no sample is newer, and pynvml raises its error for code 0
-    (success) when the driver had no sample to count: both are an empty list, not an error.
-    """
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        raw = nvml.nvml.nvmlDeviceGetProcessUtilization(nvml.handle, since_us)
-    except Exception as error:
-        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
-            return []
-        return unavailable(error)
-    return [{"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)}
-            for s in raw]
+    """Per-process utilisation samples newer than `since_us` (NVML's microsecond timestamps)."""
+    raw = ask(nvml, lambda n, h: n.nvmlDeviceGetProcessUtilization(h, since_us), samples=True)
+    return raw if isinstance(raw, str) else [
+        {"pid": int(s.pid), "t_us": int(s.timeStamp), "sm_util": int(s.smUtil), "mem_util": int(s.memUtil)} for s in raw]
 
 
 def device_util(nvml: Any) -> int | str:
     """The device's SM utilisation in percent over NVML's last sampling period."""
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        return int(nvml.nvml.nvmlDeviceGetUtilizationRates(nvml.handle).gpu)
-    except Exception as error:
-        return unavailable(error)
+    return ask(nvml, lambda n, h: int(n.nvmlDeviceGetUtilizationRates(h).gpu))
 
 
 def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool, self_busy: bool,
           kit_pids: Iterable[int] = ()) -> tuple[list[int] | None, str]:
     """The foreign busy pids among `samples`, and the rule used; None when it cannot be told.
-
-    `self_busy`: whether this process was computing over the samples' period (timing: yes;
-    before its first launch: no). `kit_pids`: other kit processes known not to be foreign.
-    """
+    `self_busy`: whether this process computed over the samples' period; `kit_pids`: the kit's."""
     if isinstance(samples, str):
         return None, samples
     busy = {s["pid"] for s in samples if s["sm_util"] > 0 and s.get("judged", True)}
@@ -106,18 +77,15 @@ def judge(samples: list[dict[str, Any]] | str, self_pid: int, self_visible: bool
 
 @dataclass
 class ProcessWatcher:
-    """Reads what other processes do on the GPU; one reading per clock-sampler point.
-
-    `since_unix_s` is the lock's acquisition. The first reading looks back `LOOKBACK_S`
-    before it, to learn where each process's first new sample period begins.
-    """
+    """Reads what other processes do on the GPU, one reading per clock-sampler point, from
+    `since_unix_s` (the lock's acquisition) on."""
 
     nvml: Any
     self_pid: int = field(default_factory=os.getpid)
     kit_pids: tuple[int, ...] = ()
     since_unix_s: float | None = None
     self_busy: bool = True
-    # The kit's other processes with a context on this GPU now (none while this one holds the lock), or None where they cannot be known.
+    # The kit's other processes with a context on this GPU now, or None where they cannot be known.
     members: Callable[[], set[int] | None] | None = None
 
     def __post_init__(self) -> None:
@@ -134,8 +102,7 @@ class ProcessWatcher:
         self.outsiders: set[int] | None = None
 
     def begin(self, at_unix_s: float) -> None:
-        """Judge only work from `at_unix_s` on: the kit's own work begins there (after a wait for
-        an idle GPU, or at each of the wait's looks, which ask whether anyone works now)."""
+        """Judge only work from `at_unix_s` on, where the kit's own work (or a wait's look) begins."""
         self._start_us = int(at_unix_s * 1e6)
         self._seen_since_start.clear()
         self._busy_since_start.clear()
@@ -216,11 +183,8 @@ def previous_holder_pids(previous_holder: dict[str, str]) -> tuple[int, ...]:
 def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_before_pct: Any,
                  after: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record-level summary: which processes worked beside the timing, and how many samples they touched.
-
-    `busy_before_pct`: the device utilisation read when the lock was taken, before any launch
-    of this process (it can still hold the previous holder's last work, so it is shown, not judged).
-    `after`: the look after the stretch (`look_after`); a process only it found computing is
-    listed with `"right_after": true`.
+    `busy_before_pct` (read when the lock was taken) may hold the previous holder's work: shown,
+    not judged. A process only `after` (the look after the stretch) found is `"right_after": true`.
     """
     looked = {"after": after} if after is not None else {}
     readable = [p for p in trace if "foreign_pids" in p]
@@ -252,8 +216,7 @@ def foreign_work(trace: list[dict[str, Any]], tags: list[dict[str, Any]], busy_b
 
 def saw_foreign_work(record: dict[str, Any]) -> bool | None:
     """Whether a timing or span record saw another process compute on its GPU; None when it
-    could not tell (older records, or NVML without per-process utilisation). For the diff,
-    which names such rows instead of only calling them AMBIGUOUS."""
+    could not tell (older records, or NVML without per-process utilisation)."""
     summary = record.get("foreign_work")
     if not isinstance(summary, dict) or not isinstance(summary.get("processes"), list):
         return None

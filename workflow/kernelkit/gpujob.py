@@ -1,9 +1,6 @@
-"""What a GPU stage wraps its work in: the job's clock and the hold on its GPU.
-
-Why apart from kernelkit.gpulock: the lock is a mechanism (one file, one flock); a stage needs
-more around it: the GPU's key from NVML, a clock of the whole job (its process start, its wait,
-its phases) written into the record, and, while it holds the GPU, a watcher of other processes
-(kernelkit.foreign) and the optional wait for them.
+"""What a GPU stage wraps its work in: the job's clock and the hold on its GPU (kernelkit.gpulock
+is the mechanism), with, while it holds the GPU, a watcher of other processes and the optional
+wait for them.
 """
 
 from __future__ import annotations
@@ -30,15 +27,14 @@ def gpu_key(nvml: Any, pci_bus_id: str | None = None) -> str:
 
 
 def process_started_unix_s() -> float | None:
-    """When this process started (before the interpreter loaded anything), from /proc; None elsewhere.
-    A job's cost is mostly start-up and imports, which a clock started in Python would miss."""
+    """When this process started, from /proc (None elsewhere): a job's cost is mostly start-up and
+    imports, which a clock started in Python would miss."""
     return _started_unix_s(os.getpid())
 
 
 @functools.lru_cache(maxsize=None)
 def _started_unix_s(pid: int) -> float | None:
-    """Read once per process: /proc/uptime moves in 10 ms steps, so a second reading of the same
-    start could differ, and the start (with the pid) names the process in every record it writes."""
+    """Read once per process: /proc/uptime moves in 10 ms steps, and the start names the process."""
     try:
         with open("/proc/self/stat", encoding="ascii") as handle:
             ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
@@ -47,12 +43,6 @@ def _started_unix_s(pid: int) -> float | None:
     except (OSError, IndexError, ValueError):
         return None
     return time.time() - (uptime_s - ticks / os.sysconf("SC_CLK_TCK"))
-
-
-def this_process() -> dict[str, Any]:
-    """Which process wrote a record: its pid and start, which no later process shares."""
-    started = process_started_unix_s()
-    return {"pid": os.getpid(), "started_unix_s": None if started is None else round(started, 3)}
 
 
 class JobClock:
@@ -65,8 +55,7 @@ class JobClock:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go, inside and
-        outside the lock, so that the turnaround can be worked on from the records."""
+        """Adds the body's wall time to `phases_s[name]`: where a job's seconds go."""
         began = time.monotonic()
         try:
             yield
@@ -79,6 +68,7 @@ class JobClock:
 
     def describe(self) -> dict[str, Any]:
         ended = time.time()
+        started = process_started_unix_s()
         return {
             "started_unix_s": self.started_unix_s,
             "ended_unix_s": ended,
@@ -88,7 +78,8 @@ class JobClock:
             "gpu_keys": sorted({w.key for w in self.stretches}),
             "gpu_work": [w.describe() for w in self.stretches],
             "phases_s": dict(self.phases_s),
-            "process": this_process(),
+            # Which process wrote the record: its pid and start, which no later process shares.
+            "process": {"pid": os.getpid(), "started_unix_s": None if started is None else round(started, 3)},
         }
 
 
@@ -99,10 +90,9 @@ FOREIGN_RETIMES = 2
 
 @dataclass
 class Exclusive:
-    """What a stage gets while it holds the GPU: the lock's record, a process watcher for the
-    clock sampler, the device utilisation read before this process launched anything, the
-    optional wait for foreign work to end, and the stretches that foreign work touched and
-    were taken again (`again_after_foreign`)."""
+    """What a stage gets while it holds the GPU: the lock's record, a process watcher, the device
+    utilisation before this process launched anything, the optional wait for foreign work to end,
+    and the stretches foreign work touched and that were taken again."""
 
     work: GpuWork
     watcher: Any
@@ -112,8 +102,7 @@ class Exclusive:
     retimed: list[dict[str, Any]] = field(default_factory=list)
 
     def sample(self, nvml: Any, sampler_settings: Any, measure: Callable[[], Any]) -> "Stretch":
-        """`measure` run under the clock sampler (kernelkit.sampler), between NVML snapshots, then
-        the look after it (kernelkit.quiet_gpu.look_after): one stretch of a timing or span stage."""
+        """`measure` run under the clock sampler between NVML snapshots, then the look after it."""
         from kernelkit import quiet_gpu, sampler
 
         before = nvml.snapshot()
@@ -124,9 +113,8 @@ class Exclusive:
         return Stretch(result, clocks.trace, before, after, quiet_gpu.look_after(self.watcher, ended))
 
     def again_after_foreign(self, tags: list[dict[str, Any]], discarded: Callable[[], dict[str, Any]]) -> bool:
-        """Whether to sample the stretch again: with waiting enabled, when foreign work touched
-        any of its samples (`tags`), at most FOREIGN_RETIMES times. Then the stretch's record
-        (`discarded()`, raw samples included) is kept in `retimed` with the wait that follows it."""
+        """Whether to sample the stretch again (with waiting enabled, foreign work touched a sample,
+        at most FOREIGN_RETIMES times); then `discarded()` is kept in `retimed` with the wait."""
         from kernelkit import quiet_gpu
 
         if self.idle_wait is None or self.settings is None or len(self.retimed) >= FOREIGN_RETIMES:
@@ -141,8 +129,7 @@ class Exclusive:
 
 @dataclass
 class Stretch:
-    """One sampled stretch (Exclusive.sample): what its measurement returned, the clock trace,
-    NVML's snapshots before and after, and the look after it."""
+    """One sampled stretch (Exclusive.sample)."""
 
     result: Any
     trace: list[dict[str, Any]]
@@ -153,8 +140,8 @@ class Stretch:
 
 @contextlib.contextmanager
 def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[GpuWork]:
-    """Hold the GPU for untimed work (the CUDA context, modules, uploads, correctness launches):
-    the same one lock as a timing, so nothing of the kit's ever runs beside a timing."""
+    """Hold the GPU for untimed work (context, modules, uploads, correctness launches): the same
+    lock as a timing, so nothing of the kit's ever runs beside one."""
     with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:
         clock.add(work)
         yield work
@@ -162,13 +149,8 @@ def shared_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock:
 
 @contextlib.contextmanager
 def exclusive_gpu(nvml: Any, pci_bus_id: str | None, settings: LockSettings, clock: JobClock) -> Iterator[Exclusive]:
-    """Hold the GPU, then look at who else computes on it.
-
-    The watcher starts at the lock's acquisition and leaves out the previous holder's pid, so
-    the kit's own trailing work is never foreign; the utilisation is read before any launch.
-    Every kit process takes the lock before it creates a context, so any other process with a
-    context on this GPU is not the kit's.
-    """
+    """Hold the GPU, then look at who else computes on it: the watcher starts at the lock's
+    acquisition and excuses the previous holder, so the kit's own trailing work is never foreign."""
     from kernelkit import foreign, quiet_gpu
 
     with gpu_work(gpu_key(nvml, pci_bus_id), settings) as work:

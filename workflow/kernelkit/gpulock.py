@@ -1,22 +1,15 @@
 """One GPU, one kit process at a time: an exclusive `flock` on one file per GPU.
 
-Why: `snakemake --cores N` overlaps the CPU side of many jobs (process start, imports, input
-generation, float64 references, writing records), but two processes on one GPU disturb each
-other's timings, and processes that create contexts, load modules or allocate memory slow a
-timing too (an H200, 2026-11-30: up to +70% on a copy timed beside them). So a process takes its
-GPU's lock before it creates its CUDA context and keeps it until it exits; the kernel drops the
-lock when the process dies, even by SIGKILL, so there is nothing stale to clean up.
+Why: `snakemake --cores N` overlaps the CPU side of many jobs, but two processes on one GPU
+disturb each other's timings, and so do processes that create contexts, load modules or allocate
+memory (up to +70% on a copy, H200). So a process takes its GPU's lock before it creates its CUDA
+context and keeps it until it exits; the kernel drops it when the process dies, even by SIGKILL.
 
-The lock file is `<lock_dir>/kernelkit-gpu-<uuid>.lock`. The directory is system-wide by default
-(/tmp/kernelkit-locks, mode 1777 like /tmp) so every clone and user of one host meets the same
-lock; `gpu_lock.dir` in the config or KERNELKIT_LOCK_DIR in the environment moves it (the variable
-wins, so one shell can isolate a test). The file's text names the last holder (pid, host, time):
-for people, and for kernelkit.foreign, which must not blame the previous holder's trailing work
-on anyone; never for deciding who holds it.
-
-Processes that a holder starts on its GPU (compute-sanitizer and the kit's process it runs) work
-under the holder's hold: the holder names itself in HELD_BY_VARIABLE, and a process that finds
-one of its ancestors named there takes no lock (it would wait for its own ancestor).
+The lock file is `<lock_dir>/kernelkit-gpu-<uuid>.lock`, in /tmp/kernelkit-locks (mode 1777) by
+default so every clone and user of a host meets the same lock; `gpu_lock.dir` or
+KERNELKIT_LOCK_DIR (which wins) moves it. Its text names the last holder, for people and for
+kernelkit.foreign, never for deciding who holds it. Children a holder starts on its GPU
+(compute-sanitizer and its kit process) find their ancestor in HELD_BY_VARIABLE and take no lock.
 """
 
 from __future__ import annotations
@@ -36,15 +29,13 @@ from kernelkit import KitError
 
 DEFAULT_LOCK_DIR = "/tmp/kernelkit-locks"
 LOCK_DIR_VARIABLE = "KERNELKIT_LOCK_DIR"
-# Set by a holder for the children it starts on its GPU: "<pid>" of the holder.
 HELD_BY_VARIABLE = "KERNELKIT_GPU_HELD_BY"
 # Sticky and writable by all, like /tmp: every user may create a lock file, none may delete another's.
 LOCK_DIR_MODE = 0o1777
 LOCK_FILE_MODE = 0o666
 
-# The keys of the `gpu_lock` section that go into each GPU stage's settings param. `dir` does not:
-# where the lock files live changes no result, so moving them must not rerun any target; the
-# workflow hands it on through KERNELKIT_LOCK_DIR (and a person through --lock-dir).
+# The `gpu_lock` keys in each GPU stage's settings param; not `dir`, which changes no result, so
+# moving it must not rerun any target (it travels as KERNELKIT_LOCK_DIR or --lock-dir).
 LOCK_KEYS = ("enabled", "wait_for_idle", "idle_timeout_s", "idle_poll_s")
 
 
@@ -66,8 +57,7 @@ class LockSettings:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None, lock_dir: str | None = None) -> "LockSettings":
-        """From the validated `gpu_lock` section or the slice of it a stage gets (LOCK_KEYS);
-        `lock_dir` (the --lock-dir option) wins over the section's `dir`."""
+        """From the validated `gpu_lock` section or a stage's slice; `lock_dir` (--lock-dir) wins."""
         return cls(**dict(section or {})).with_dir(lock_dir)
 
     def with_dir(self, lock_dir: str | None) -> "LockSettings":
@@ -159,12 +149,10 @@ def _write_holder(fd: int, fields: Mapping[str, Any]) -> None:
         os.pwrite(fd, text.encode(), 0)
 
 
-# GPUs this process holds: key -> (descriptor, the record of taking it). The descriptor is never
-# closed by the kit in a command's own process: the kernel closes it when the process exits, after
-# the CUDA context is gone. A nested stretch names the same acquisition and previous holder.
+# GPUs this process holds: key -> (descriptor, the record of taking it). In a command's own
+# process the kernel closes the descriptor at exit, after the CUDA context is gone; a command run
+# inside a longer-lived process (the tests) lets it go after the body.
 _held: dict[str, tuple[int, GpuWork]] = {}
-# Only a command that is its own process keeps its hold until it exits; a caller that runs a
-# command inside a longer-lived process (the tests) lets it go after the body.
 _command_is_process = False
 
 
@@ -183,10 +171,10 @@ def parent_of(pid: int | str) -> int | None:
         return None
 
 
-def ancestors(pid: int | None = None) -> list[int]:
-    """The pids above a process (its parent, the parent's parent, ...)."""
+def ancestors() -> list[int]:
+    """The pids above this process (its parent, the parent's parent, ...)."""
     found: list[int] = []
-    current: int | None = pid or os.getpid()
+    current: int | None = os.getpid()
     while current is not None and current > 1 and len(found) < 64:
         current = parent_of(current)
         if current is not None:
@@ -212,13 +200,9 @@ def child_environment() -> dict[str, str]:
 
 @contextlib.contextmanager
 def gpu_work(key: str, settings: LockSettings) -> Iterator[GpuWork]:
-    """Hold the GPU with this key for the body and, in a command's own process, until it exits.
-
-    Blocks until the holder before has exited (the kernel wakes the waiter; no polling). A
-    second stretch in the same process, or one in a child under its parent's hold, takes nothing.
-    With `settings.enabled` false the body runs unlocked and the record says so, so a run made
-    that way can be told apart.
-    """
+    """Hold the GPU with this key for the body and, in a command's own process, until it exits;
+    blocks until the holder before has exited. A second stretch in the same process, or one in a
+    child under its parent's hold, takes nothing. Disabled: unlocked, and the record says so."""
     path = settings.lock_path(key)
     record = GpuWork(key=key, lock_path=str(path), enabled=settings.enabled)
     began = time.monotonic()

@@ -62,11 +62,6 @@ def pattern_array(pattern: str, shape: tuple[int, ...], rng: np.random.Generator
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
-def _made_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
-    shape = spec.parse_shape(shape_text)
-    return spec.make_inputs(shape, spec.timing_pattern, rng_for(spec.name, shape_text, spec.timing_pattern))
-
-
 # The last shape's inputs made in this process: a timing process times every layout of one shape.
 _last: tuple[tuple[str, str], dict[str, np.ndarray]] | None = None
 
@@ -77,7 +72,8 @@ def timing_inputs(spec: Any, shape_text: str) -> dict[str, np.ndarray]:
     global _last
     key = (str(spec.folder), shape_text)
     if _last is None or _last[0] != key:
-        arrays = _made_inputs(spec, shape_text)
+        arrays = spec.make_inputs(spec.parse_shape(shape_text), spec.timing_pattern,
+                                  rng_for(spec.name, shape_text, spec.timing_pattern))
         for array in arrays.values():
             array.setflags(write=False)
         _last = (key, arrays)

@@ -1,12 +1,8 @@
 """Kernel time, the method: CUDA-event time around one replay of a CUDA graph holding
-`launches` calls, divided by that count (seed 003's method), after a host lead (HostLead).
-
-A call that cannot be captured (CuPy refuses to capture cuBLAS) is timed instead as `launches`
-back-to-back calls between two events, and what was done is returned with the samples.
-`launches` is `launches_per_graph`, lowered for long calls so that one sample lasts at most
-`max_sample_ms`. Allocation, warm-up calls and graph construction all happen before the first
-event is recorded. The timing stage (kernelkit.timing), the ceilings and the tests time through
-here, so every number the kit reports is taken the same way.
+`launches` calls, divided by that count, after a host lead (HostLead); a call that cannot be
+captured (cuBLAS under CuPy) is timed as `launches` back-to-back calls between two events.
+Allocation, warm-up and graph construction all happen before the first event. The timing stage,
+the ceilings and the tests all time through here, so every number is taken the same way.
 """
 
 from __future__ import annotations
@@ -30,18 +26,15 @@ class GraphReplayMethod:
     launches_per_graph: int
     samples: int
     max_sample_ms: float
-    # Optional stopping rule: after `samples`, keep sampling until the median's relative
-    # half-width falls below this, or a limit is reached. None: exactly `samples`.
+    # After `samples`, sample on until the median's relative half-width falls below this or a
+    # limit is reached; None: exactly `samples`.
     stop_relative_spread: float | None
     stop_max_seconds: float
     stop_max_samples: int
-    # Microseconds the GPU spins before each sample's start event (see HostLead); 0: none.
-    host_lead_us: float = 0.0
+    host_lead_us: float = 0.0  # see HostLead; 0: none
     # One untimed replay after upload, so the first sample does not carry the graph's first-launch cost.
     untimed_replays: int = 1
-    # Before the warm-up, the GPU runs a tiny piece of work in a second context of this process
-    # (device.OtherContext says why: small kernels time slower in a context that has not seen one).
-    context_switch: bool = True
+    context_switch: bool = True  # before the warm-up (device.OtherContext says why)
 
     @classmethod
     def from_timing(cls, timing: Mapping[str, Any]) -> "GraphReplayMethod":
@@ -89,24 +82,18 @@ extern "C" __global__ void kernelkit_hold(unsigned long long nanoseconds) {
     do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < nanoseconds);
 }
 """
-# A sample counts only when its start event, calls and end event were all enqueued within this
-# fraction of the lead: the rest of the lead covers the GPU's own launch latency.
+# A sample counts only when its start event, calls and end event were enqueued within this
+# fraction of the lead (the rest covers the GPU's launch latency); late ones are retaken up to
+# HOST_LATE_RETAKES times the samples asked for, then kept and counted in `method_used`.
 HOST_LEAD_MARGIN = 0.9
-# Samples retaken for a late host, at most this many times the samples asked for; beyond, the
-# late samples are kept and counted in `method_used`.
 HOST_LATE_RETAKES = 3
 
 
 class HostLead:
-    """One thread spinning on the GPU clock for `lead_us` before each sample's start event.
-
-    Without it the start event is recorded on an idle GPU and the calls reach it only when the
-    host has enqueued them: the graph launch's host latency, and on a busy host any time the
-    process is descheduled, fall inside the timed interval. With it the host enqueues start,
-    calls and end while the GPU still spins; a sample whose enqueueing took longer than the lead
-    may hold idle time and is retaken. In full default runs on one H200 with 16 jobs at a time
-    (2026-11-30), 137 to 140 of about 2,600 samples were enqueued later than 1.8 ms and retaken.
-    Build it holding the GPU lock: loading its module puts code on the GPU.
+    """One thread spinning on the GPU clock for `lead_us` before each sample's start event, so
+    that the host enqueues start, calls and end while the GPU still spins: otherwise the launch's
+    host latency, and any descheduling of a busy host, fall inside the timed interval. (About 5%
+    of samples were enqueued late and retaken on an H200 at 16 jobs.) Build it holding the lock.
     """
 
     def __init__(self, lead_us: float) -> None:
@@ -134,24 +121,19 @@ def elapsed_us(start: Any, end: Any) -> float:
     return cp.cuda.get_elapsed_time(start, end) * 1000.0
 
 
-Window = tuple[float, float]
-
-
 def kernel_time_samples(
     call: Call,
     method: GraphReplayMethod,
     before_samples: Callable[[Call], dict[str, Any]] | None = None,
     flush: Call | None = None,
     lead: HostLead | None = None,
-) -> tuple[list[float], dict[str, Any], list[Window]]:
+) -> tuple[list[float], dict[str, Any], list[tuple[float, float]]]:
     """Per-call microseconds, one value per timed sample; what was actually done; and each
     sample's host-side window (unix seconds), which the clock sampler's tags are matched to.
 
-    `before_samples(keep_busy)` runs after the graph is built, right before the first sample
-    (the optional wait for the SM clock); what it returns is recorded as `clock_wait`.
-
-    With `flush` (cold cache), each sample is one call, and `flush` is enqueued on the same
-    stream before the start event: the caches are evicted outside the timed interval.
+    `before_samples(keep_busy)` runs right before the first sample (the wait for the SM clock);
+    what it returns is recorded as `clock_wait`. With `flush` (cold cache), each sample is one
+    call, and `flush` is enqueued before the start event, outside the timed interval.
     """
     import cupy as cp
 
@@ -229,9 +211,8 @@ def kernel_time_samples(
 
 
 class L2Flush:
-    """Evicts the L2 cache between cold samples: writes a buffer of twice the L2 size read from
-    the device, and resets persisting L2 lines through the driver (the kit sets none; this makes
-    sure no earlier process left any). Enqueued on the current stream; nothing waits on the host."""
+    """Evicts the L2 cache between cold samples on the current stream: writes a buffer of twice
+    the L2 size, after resetting any persisting L2 lines an earlier process left."""
 
     def __init__(self) -> None:
         import ctypes
@@ -265,14 +246,6 @@ def _capture(call: Call, launches: int, stream: Any) -> Any:
     finally:
         graph = stream.end_capture()
     return graph
-
-
-def graph_replay_samples(call: Call, method: GraphReplayMethod) -> list[float]:
-    """Kernel time of a call that must be capturable (raw kernels); fails loudly otherwise."""
-    samples, used, _ = kernel_time_samples(call, method)
-    if used["name"] != "cuda_graph_replay":
-        raise RuntimeError(f"the call could not be captured in a CUDA graph: {used['capture_error']}")
-    return samples
 
 
 def measured_around(spec: Any, shape: tuple[int, ...], before: dict[str, Any],

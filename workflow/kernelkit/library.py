@@ -45,20 +45,17 @@ def version(package: str) -> str:
     return str(getattr(module, "__version__", "unknown"))
 
 
-# What installed_version says of a package it finds installed but cannot read a version of.
 UNKNOWN_VERSION = "unknown (no version module or package metadata)"
 VERSION_ASSIGNMENT = re.compile(r"""^__version__\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.MULTILINE)
 
 
 def installed_version(package: str) -> str | None:
-    """What `version` would say, found without importing the package: from its version module's
-    text where it has one (Torch's carries its CUDA build, e.g. 2.11.0+cu130, which its package
-    metadata leaves out), else from the metadata of the distribution that installed it (CuPy's is
-    named after its CUDA version, cupy-cuda12x). None: not installed."""
+    """What `version` would say, without importing the package: from its version module's text
+    (Torch's carries its CUDA build, which its metadata leaves out), else from its distribution's
+    metadata. None: not installed."""
     from importlib import metadata
 
-    # The folder Python would import it from, looked up on sys.path by hand: asking the import
-    # system (importlib.util.find_spec) is an import attempt as far as its hooks can tell.
+    # Looked up on sys.path by hand: find_spec is an import attempt as far as import hooks can tell.
     folder = next((Path(entry or ".") / package for entry in sys.path
                    if (Path(entry or ".") / package / "__init__.py").is_file()), None)
     for name in ("version.py", "_version.py") if folder is not None else ():
@@ -76,11 +73,8 @@ def installed_version(package: str) -> str | None:
 
 
 def torch_views(buffers: Mapping[str, Any]) -> dict[str, Any]:
-    """torch tensors sharing the buffers' memory (no copy), with FP32 matmuls kept in FP32.
-
-    The buffers are CuPy arrays on the GPU; NumPy arrays give CPU tensors, which the CPU
-    tests use to run the torch baselines and (under TRITON_INTERPRET=1) the Triton ones.
-    """
+    """torch tensors sharing the buffers' memory (no copy), with FP32 matmuls kept in FP32; NumPy
+    arrays give CPU tensors, for the CPU tests of the torch and (interpreted) Triton baselines."""
     import torch
 
     # TF32 would trade the FP32 comparison for a 10-bit mantissa; the kit compares FP32 to FP32.
@@ -108,8 +102,9 @@ def on_stream(stream: Any) -> Iterator[None]:
             yield
 
 
-def load_module(path: Path) -> ModuleType:
-    """Import a file beside a spec (a Triton kernel module), once per process."""
+def kernel_module(spec_file: str, filename: str) -> ModuleType:
+    """The Triton kernel module `filename` beside the spec file `spec_file`, imported once per process."""
+    path = Path(spec_file).resolve().parent / filename
     name = f"kernelkit_kernels.{path.parent.name}.{path.stem}"
     if name in sys.modules:
         return sys.modules[name]
@@ -131,8 +126,3 @@ def array_module(array: Any) -> ModuleType:
 def sparse_module(array: Any) -> ModuleType:
     """cupyx.scipy.sparse (cuSPARSE) for device arrays, scipy.sparse for host arrays."""
     return importlib.import_module("cupyx.scipy.sparse" if array_module(array).__name__ == "cupy" else "scipy.sparse")
-
-
-def kernel_module(spec_file: str, name: str) -> ModuleType:
-    """The Triton kernel module `name` beside the spec file `spec_file`."""
-    return load_module(Path(spec_file).resolve().parent / name)

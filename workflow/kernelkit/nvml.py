@@ -1,9 +1,6 @@
-"""NVML, read by every GPU stage: the card's identity, clocks and clock-event reasons.
-
-Every field read is either a value or the string "unavailable: <reason>", so a record can tell
-"not recorded" from "recorded as zero". NVML is optional: without it each field says why it is
-missing. Here, below the stages, because the environment, the checks, the timing and the tools
-all read the same card through it; pynvml itself is imported only when a card is opened.
+"""NVML, read by every GPU stage: the card's identity, clocks and clock-event reasons. Every
+field read is a value or "unavailable: <reason>", so a record can tell "not recorded" from
+"recorded as zero"; pynvml is imported only when a card is opened.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ class Nvml:
     """A handle on NVML for one device, or the reason there is none."""
 
     def __init__(self, pci_bus_id: str | None = None) -> None:
-        # By PCI bus id, because NVML and CUDA number devices differently when
-        # CUDA_VISIBLE_DEVICES is set.
+        # By PCI bus id: NVML and CUDA number devices differently under CUDA_VISIBLE_DEVICES.
         self.error: str | None = None
         try:
             import pynvml

@@ -18,8 +18,8 @@ GUARD_ELEMENTS = 1024
 
 def check_case(bits: np.ndarray, reference: np.ndarray, tolerance: Tolerance, guard: int = GUARD_ELEMENTS,
                scale: np.ndarray | None = None) -> dict[str, Any]:
-    """Judge one launch: an element passes when |out - ref| <= abs + rel * scale, scale |ref|
-    unless the spec gives the magnitude its rounding error grows with (KernelSpec.error_scale)."""
+    """Judge one launch: an element passes when |out - ref| <= abs + rel * scale (scale: |ref|
+    unless the spec gives KernelSpec.error_scale)."""
     bits = np.asarray(bits, dtype=np.uint32)
     body_bits = bits[guard : bits.size - guard]
     guard_bits = np.concatenate([bits[:guard], bits[bits.size - guard :]])

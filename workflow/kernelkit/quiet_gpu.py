@@ -2,16 +2,11 @@
 while waiting for it to be idle. Then any work on it is another process's.
 
 Why apart from kernelkit.foreign's per-process readings: those cannot show work that began
-inside a short stretch. On an H200 (driver 580) NVML keeps one per-process sample every 0.2 s and
-names one process in it, even while two compute, with a utilisation that rises over several
-samples; a CuPy loop that started inside a 40-60 ms timing was sampled only after the timing
-ended (h200-fq2-nowait). So after a stretch, while a process that is not the kit held a context
-during it, the kit keeps the lock, launches nothing and reads NVML's device utilisation samples
-until one covers a period wholly after the stretch (`look_after`): busy then means that process
-computes, right after the timing and perhaps during it. Its timed samples are tagged so; with
-waiting enabled they are taken again after `wait_for_idle`.
-
-All judgement here is plain Python on readings shaped like NVML's, tested on the CPU.
+inside a short stretch (H200, driver 580: one per-process sample every 0.2 s, naming one process;
+a CuPy loop begun inside a 40-60 ms timing was sampled only after it). So after a stretch during
+which an outsider held a context, the kit keeps the lock, launches nothing and reads the device's
+utilisation samples until one covers a period wholly after the stretch (`look_after`): busy then
+means that process computes, perhaps during the timing too. Plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -19,22 +14,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kernelkit.foreign import LOOKBACK_S, ProcessWatcher
-from kernelkit.nvml import unavailable
+from kernelkit.foreign import LOOKBACK_S, ProcessWatcher, ask
 
 
 def device_samples(nvml: Any, since_us: int) -> list[tuple[int, int]] | str:
     """The device's SM utilisation samples newer than `since_us`: (NVML timestamp in us, percent),
     in time order; or why they cannot be read."""
-    if getattr(nvml, "error", None):
-        return nvml.error
-    try:
-        _, values = nvml.nvml.nvmlDeviceGetSamples(nvml.handle, nvml.nvml.NVML_GPU_UTILIZATION_SAMPLES, since_us)
-    except Exception as error:
-        if "NotFound" in type(error).__name__ or getattr(error, "value", None) == 0:
-            return []
-        return unavailable(error)
-    return sorted((int(v.timeStamp), int(v.sampleValue.uiVal)) for v in values)
+    values = ask(nvml, lambda n, h: n.nvmlDeviceGetSamples(h, n.NVML_GPU_UTILIZATION_SAMPLES, since_us)[1],
+                 samples=True)
+    return values if isinstance(values, str) else sorted((int(v.timeStamp), int(v.sampleValue.uiVal)) for v in values)
 
 
 # NVML stores some device samples twice, a millisecond apart (H200, driver 580); a sample's
@@ -70,12 +58,8 @@ def look_after(watcher: ProcessWatcher, ended_unix_s: float, timeout_s: float = 
                poll_s: float = LOOK_AFTER_POLL_S, sleep: Any = time.sleep,
                clock: Any = time.monotonic) -> dict[str, Any]:
     """After a stretch that ended at `ended_unix_s`, while this process still holds the GPU alone and
-    launches nothing: is anyone computing? Only where a process that is not the kit held a context
-    during the stretch; otherwise nobody could be, and it returns at once.
-
-    Busy: the first device utilisation sample whose period lies wholly after the stretch is above
-    zero. No kit process computes then (the lock), so the outsiders do, and may have begun during
-    the stretch, before NVML sampled them.
+    launches nothing: is anyone computing? Asked only where an outsider held a context during the
+    stretch; busy when the first device sample whose period lies wholly after it is above zero.
     """
     outsiders = watcher.outsiders
     if outsiders is None:
@@ -106,13 +90,10 @@ def wait_for_idle(watcher: ProcessWatcher, timeout_s: float, poll_s: float = 0.2
                   sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, Any]:
     """Poll, holding the lock and launching nothing, until no foreign process computes, or the timeout.
 
-    Where the kit's processes can be listed: idle at once when no other process holds a context;
-    else when a device utilisation sample whose whole period lies within the wait reads 0 (the
-    kit launches nothing then, so any work is the others'). Per-process samples are not enough:
-    NVML may not have sampled a process that has just begun (see `look_after`).
-    Elsewhere: idle on a reading whose process samples show no foreign busy pid, or a device
-    utilisation of 0 (nothing ran over NVML's last period). With neither readable it returns at
-    once, idle None, and says why: the kit does not wait on what it cannot see.
+    Where the kit's processes can be listed: idle when no other process holds a context, or when a
+    device utilisation sample whose whole period lies within the wait reads 0 (per-process samples
+    may miss a process that has just begun). Elsewhere: idle on a reading with no foreign busy pid
+    or a device utilisation of 0. With neither readable: at once, idle None, saying why.
     """
     watcher.self_busy = False
     began, polls, last = clock(), 0, {}

@@ -1,12 +1,9 @@
 """What the clocks did while a target was timed: a background NVML sampler and per-sample tags.
 
-Snapshots before and after a target cannot see a clock drop in between; the sampler reads SM
-and memory clocks, power, temperature and clock-event reasons every `interval_ms` on its own
-thread while the samples are taken. Each timing sample is then tagged from the trace points
-within one interval of its host-side window, so a reader can drop or count the samples a
-throttle touched. With a process watcher (kernelkit.foreign) each reading also records what
-other processes did on the GPU, and a sample near a reading that saw foreign work is tagged
-`foreign`. The tagging is plain Python, tested on the CPU.
+Snapshots before and after a target cannot see a clock drop in between; the sampler reads clocks,
+power, temperature, clock-event reasons and (with a kernelkit.foreign watcher) other processes'
+work every `interval_ms` on its own thread, and each timing sample is tagged from the points
+within one interval of its host-side window. The tagging is plain Python, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ THROTTLE_REASONS = frozenset(
 
 @dataclass(frozen=True)
 class SamplerSettings:
-    """The config's `sampler` section (schema: workflow/schemas/config.schema.yaml, which holds
-    the defaults and bounds); every timing and span record stores it under "sampler"."""
+    """The config's `sampler` section; every timing and span record stores it under "sampler"."""
 
     enabled: bool
     interval_ms: float
@@ -53,8 +49,7 @@ class ClockSampler:
     def __init__(self, nvml: Any, settings: SamplerSettings, watcher: Any = None) -> None:
         self.nvml = nvml
         self.settings = settings
-        # A kernelkit.foreign.ProcessWatcher, or None to record clocks only.
-        self.watcher = watcher
+        self.watcher = watcher  # a kernelkit.foreign.ProcessWatcher, or None: clocks only
         self.trace: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kernelkit-nvml-sampler", daemon=True)
@@ -101,15 +96,10 @@ def tag_samples(
 ) -> list[dict[str, Any]]:
     """Per sample: the trace points within one interval of its window, and whether any of them
     showed a throttle reason, an SM clock below `min_sm_clock_fraction` of the maximum, or
-    foreign work (a process other than the kit's busy on the GPU).
+    foreign work; None (unknown, not clean) where no point covers it or no reading could judge.
 
-    A sample no trace point covers gets None for all three: unknown, not clean. So does
-    `foreign` when no nearby reading could judge processes (no watcher, or NVML lacks
-    per-process utilisation).
-
-    `busy_right_after`: outsiders that held a context during the stretch and computed right after
-    it (kernelkit.quiet_gpu.look_after). NVML cannot say when they began, so every sample of the
-    stretch is tagged foreign, naming those the readings did not see in `foreign_right_after`.
+    `busy_right_after`: outsiders found computing right after the stretch (quiet_gpu.look_after);
+    NVML cannot say when they began, so every sample is tagged foreign (`foreign_right_after`).
     """
     margin = settings.interval_ms / 1000.0
     floor = settings.min_sm_clock_fraction * sm_clock_max_mhz if isinstance(sm_clock_max_mhz, (int, float)) else None

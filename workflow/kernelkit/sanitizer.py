@@ -1,8 +1,5 @@
 """compute-sanitizer over the correctness cases, each tool in a child process of this one, and its
-records read back: which findings forbid timing a layout (`require_clean`). Shared by the tools
-stage (kernelkit.tools, which runs memcheck and racecheck), the negative controls (racecheck over
-a mutated build), the timed stages and the report, which read the records.
-"""
+records read back: which findings forbid timing a layout (`require_clean`)."""
 
 from __future__ import annotations
 
@@ -28,11 +25,8 @@ def _tail(text: str, lines: int = 15) -> str:
 
 
 def sanitizer_errors(output: str) -> int | None:
-    """The error count of compute-sanitizer's summary line, or None without one.
-
-    memcheck ends with 'ERROR SUMMARY: N errors'; racecheck with 'RACECHECK SUMMARY: H hazards
-    displayed (E errors, W warnings)', where the count that matters is E + W.
-    """
+    """The error count of compute-sanitizer's summary line, or None without one (racecheck's
+    'RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)' counts E + W)."""
     race = re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
     if race:
         return int(race[-1][0]) + int(race[-1][1])
@@ -64,9 +58,8 @@ def _run_tool(exe: str, tool: str, kernel: str, layouts: Sequence[str], control:
 
 def racecheck_control(kernel: str, layouts: list[str], control: str, timeout_s: float = 900) -> dict[str, Any]:
     """racecheck over a negative control's mutated build of the layouts, in one child: `layouts`,
-    and `hazards` (errors + warnings) for them all, or `skipped`. The control needs to know that
-    racecheck sees the race, not in which layout (the sanitizer job says that for the unmutated
-    layouts)."""
+    and `hazards` (errors + warnings) for them all, or `skipped`; a control asks only whether
+    racecheck sees the race, not in which layout."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"layouts": layouts, "skipped": "compute-sanitizer is not on the PATH"}
@@ -97,11 +90,9 @@ def findings(record: dict[str, Any]) -> list[str]:
 
 
 def layout_results(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each layout's sanitizer result in a record: `tools`, or `skipped`.
-
-    A record covers a kernel's layouts, checked together (`sanitize`); where the joint run found
-    something, a layout's own run decides. Runs made before that hold one record per layout.
-    """
+    """Each layout's sanitizer result in a record (`tools`, or `skipped`): a record covers a
+    kernel's layouts checked together, a layout's own run deciding where the joint run found
+    something; runs made before that hold one record per layout."""
     if "layouts" not in record:
         return {record["layout"]: record}
     if "skipped" in record:
@@ -122,8 +113,7 @@ def per_layout(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def record_for(files: Sequence[str], layout: str) -> str | None:
     """Which of the sanitizer records given to a timed stage covers `layout`: the kernel's one
-    record, or, for a run of an earlier kit, the one named <layout>.json. None: none was given
-    (`sanitize` off)."""
+    record, or the one named <layout>.json (earlier kits); None when none was given."""
     if not files:
         return None
     if len(files) == 1:

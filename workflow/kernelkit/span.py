@@ -17,7 +17,7 @@ from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
 from kernelkit.sampler import SAMPLER_KEYS, SamplerSettings
-from kernelkit.kernel_time import Call, elapsed_us
+from kernelkit.kernel_time import Call, elapsed_us, measured_around
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,6 @@ def cmd_span(args: argparse.Namespace) -> int:
     from kernelkit.records import write_record
     from kernelkit.stats import summarize
     from kernelkit.inputs import timing_inputs
-    from kernelkit.kernel_time import measured_around
 
     clock = gpujob.JobClock()
     settings = SpanSettings.from_json(args.settings)
@@ -106,16 +105,13 @@ def cmd_span(args: argparse.Namespace) -> int:
         spec.layout(layout)
     if len(args.correctness) != len(args.layout):
         raise KitError("give one --correctness file per --layout, in the same order")
-    skipped = {}
-    for layout, correctness_file in zip(args.layout, args.correctness):
-        reason = cases.require_checked(spec, layout, correctness_file, args.controls,
-                                       None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
-        if reason:
-            skipped[layout] = reason
+    reasons = {layout: cases.require_checked(spec, layout, correctness_file, args.controls,
+                                             None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
+               for layout, correctness_file in zip(args.layout, args.correctness)}
+    skipped = {layout: reason for layout, reason in reasons.items() if reason}
     layouts = [layout for layout in args.layout if layout not in skipped]
 
-    # Before the lock: imports, host inputs, NVML's handle; the CUDA context and the modules are
-    # made holding it (see kernelkit.gpulock), from CuPy's disk cache.
+    # Before the lock: imports, host inputs, NVML's handle; the context and modules holding it.
     cp = device.cupy()
     bus_id = cp.cuda.Device().pci_bus_id
     nvml = Nvml(bus_id)
@@ -135,8 +131,7 @@ def cmd_span(args: argparse.Namespace) -> int:
         implementations = {layout: device.implementation(spec, layout, shape, buffers, out, kernel=kernels[layout])
                            for layout in layouts}
         cp.cuda.Device().synchronize()
-        # Each layout's output once at this shape, as the timing stage does (hand-written ones share
-        # `out`, so each is judged right after its own call).
+        # Each layout's output once at this shape, each judged right after its own call (they share `out`).
         comparer = verify.DeviceComparer()
         reference = verify.reference_for(spec, shape, host_inputs, buffers, small)
         verified = {layout: verify.verify_timed_output(spec, layout, args.shape, impl, reference, comparer)

@@ -1,9 +1,6 @@
 """The timing stage: kernel time of every layout of one kernel / shape / repeat, as one process.
-
-The method is kernelkit.kernel_time's; this stage owns the process around it: the settings,
-the GPU lock, the inputs, the verification of the timed output, the clock sampler and the
-record. (The span view is span.py.) Nothing is timed whose correctness and negative controls
-did not pass on the same source (kernelkit.cases.require_checked).
+The method is kernelkit.kernel_time's; this stage owns the process around it: the settings, the
+GPU lock, the inputs, the verification of the timed output, the clock sampler and the record.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping, Sequence
 
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 from kernelkit import config as kit_config
 from kernelkit.gpulock import LOCK_KEYS, LockSettings
 from kernelkit.gpulock import add_arguments as add_lock_argument
@@ -71,7 +68,6 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         "layout": layout_name,
         "layout_parameters": dict(layout),
         "repeat": args.repeat,
-        # One process timed these layouts of this kernel/shape/repeat in this seeded order.
         # `key` orders the records of a repeat as they ran: the job's key in the plan, then the place.
         "order": {"seed": args.order_seed, "key": args.order_key * 64 + order.index(layout_name),
                   "layouts": order, "position": order.index(layout_name)},
@@ -83,8 +79,7 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         print(f"{spec.name} {args.shape} {layout_name} rep{args.repeat}: skipped ({skipped})")
         return
 
-    # Before the lock, the CPU's share: imports, NVML's handle, host inputs. Nothing here creates
-    # the CUDA context (device queries do not), which is GPU work (see kernelkit.gpulock).
+    # Before the lock, the CPU's share: nothing here creates the CUDA context (device queries do not).
     with clock.phase("start_cuda_nvml"):
         cp = device.cupy()
         bus_id = cp.cuda.Device().pci_bus_id
@@ -95,15 +90,13 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         if isinstance(memory, int):
             check_fits(spec, shape, memory, copies=settings.placements)
     with clock.phase("host_inputs"):
-        # Made by the first layout, before the lock; the later layouts find them made (kernelkit.inputs).
         host_inputs = timing_inputs(spec, args.shape)
         small = verify.small_reference(spec, shape, host_inputs)
     pads: list[Any] = []
 
     def placed(index: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-        """The implementation on a fresh copy of the inputs, those buffers, and where they lie.
-        Placement i > 0 first takes i MiB more of the pool, so its buffers land elsewhere (where
-        they land can change a time by 20%)."""
+        """The implementation on a fresh copy of the inputs, those buffers, and where they lie
+        (placement i > 0 lands elsewhere: where buffers land can change a time by 20%)."""
         if index:
             pads.append(device.pad(index * PLACEMENT_SHIFT_BYTES))
         buffers = device.upload(host_inputs)
@@ -117,9 +110,8 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
         read_clock = lambda: nvml.read(lambda n, h: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))  # noqa: E731
         return sampler.wait_for_clock(read_clock, sm_clock_max, settings.sampler, keep_busy)
 
-    # Each placement is made once (placement i > 0 within the first exclusive stretch) and stays
-    # allocated, so that a later one cannot reuse its addresses; a stretch taken again after
-    # foreign work samples the same buffers.
+    # Each placement is made once and stays allocated, so that a later one cannot reuse its
+    # addresses and a stretch taken again after foreign work samples the same buffers.
     made: list[tuple[Any, dict[str, Any]]] = []
 
     def sample_placements() -> dict[str, Any]:
@@ -141,8 +133,6 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
     lock = settings.lock.with_dir(args.lock_dir)
     with gpujob.shared_gpu(nvml, bus_id, lock, clock):
         with clock.phase("load_modules"):
-            # The context is created here, and modules are loaded (the layout's correctness job
-            # left its binary in CuPy's disk cache, so NVRTC does not run again).
             kernel = device.compile_layout(spec, layout_name)
             device.prepare_measurement(method.context_switch)
             comparer = verify.DeviceComparer()
@@ -209,8 +199,6 @@ def time_layout(args: argparse.Namespace, layout_name: str, order: list[str], cl
 
 def correctness_file(files: Sequence[str], layout: str) -> str:
     """The correctness record of `layout` among those given (named <layout>.json)."""
-    from kernelkit import KitError
-
     named = [name for name in files if os.path.basename(name) == f"{layout}.json"]
     if not named:
         raise KitError(f"no correctness record of layout '{layout}' was given; nothing will be timed")
@@ -228,8 +216,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     skipped = {layout: cases.require_checked(spec, layout, correctness_file(args.correctness, layout), args.controls,
                                              None if spec.is_baseline(layout) else sanitizer.record_for(args.sanitizer, layout))
                for layout in args.layout}
-    # The libraries' imports (Torch alone takes seconds) before the first layout takes the GPU lock,
-    # which this process then keeps; the host inputs, made by the first layout, are kept for the rest.
+    # The libraries' imports (Torch alone takes seconds) before the first layout takes the GPU lock.
     with clock.phase("import_library"):
         device.cupy()  # no CuPy or no GPU: the kit's one sentence, before any library is imported
         for layout in args.layout:

@@ -2,13 +2,8 @@
 
 The correctness cases stop at small sizes; a kernel whose error appears only beyond them would
 pass every check and be timed, wrong. So every timed target and span launches once on the timed
-inputs, untimed, and compares with the spec's float64 reference under its tolerance.
-
-The reference runs on the GPU (CuPy honours NumPy's dispatch, or a spec gives `device_reference`);
-else on the CPU up to CPU_REFERENCE_MAX_ELEMENTS, beyond which the record says why it was not
-verified. A small shape's reference is computed on the CPU before the GPU lock is taken: there
-the CuPy kernels a reference loads cost more than the arithmetic. `compare` takes NumPy and CuPy
-arrays alike, so the judgement is tested on the CPU.
+inputs, untimed, and compares with the spec's float64 reference, on the GPU where it runs there,
+else on the CPU up to CPU_REFERENCE_MAX_ELEMENTS. `compare` is tested on the CPU.
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ from kernelkit.spec import KernelSpec, Shape, Tolerance
 
 # A float64 reference of 2^24 output elements takes seconds on one CPU core; larger ones are not tried.
 CPU_REFERENCE_MAX_ELEMENTS = 1 << 24
-# Up to these, NumPy computes the reference in milliseconds, while its CuPy kernels took 0.28-0.43 s
-# to load in a worker's first timing (H200, h200-w2x2i).
+# Up to these, NumPy takes milliseconds, while loading CuPy's kernels took 0.3-0.4 s (H200).
 SMALL_REFERENCE_ELEMENTS = 1 << 20
 SMALL_REFERENCE_FLOPS = 1 << 24
 CPU_SMALL = "float64 on CPU for a small shape"
@@ -85,8 +79,7 @@ extern "C" __global__ void kernelkit_compare(const float* out, const double* ref
 
 
 class DeviceComparer:
-    """`compare` for CuPy arrays in one kernel, loaded once per process (CuPy's disk cache spares
-    the compile after the first process)."""
+    """`compare` for CuPy arrays in one kernel, loaded once per process."""
 
     def __init__(self) -> None:
         from kernelkit import device
@@ -119,15 +112,13 @@ class DeviceComparer:
 
 
 def _host_reference(spec: KernelSpec, host_inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
-    """The float64 reference and error scale (or None) computed by NumPy from the host inputs, the
-    values uploaded bit for bit."""
+    """The float64 reference and error scale (or None) computed by NumPy from the host inputs."""
     scale = spec.error_scale(host_inputs) if spec.error_scale else None
     return np.asarray(spec.reference(host_inputs)), None if scale is None else np.asarray(scale)
 
 
 def small_reference(spec: KernelSpec, shape: Shape, host_inputs: Mapping[str, np.ndarray]) -> tuple[Any, Any, str] | None:
-    """A small shape's reference and scale from the CPU (`_host_reference`), with where it was
-    computed; None for a shape above the small limits."""
+    """A small shape's reference and scale from the CPU, with where; None above the small limits."""
     if math.prod(spec.output_shape(shape)) > SMALL_REFERENCE_ELEMENTS or spec.flops(shape) > SMALL_REFERENCE_FLOPS:
         return None
     return (*_host_reference(spec, host_inputs), CPU_SMALL)

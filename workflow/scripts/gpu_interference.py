@@ -6,11 +6,9 @@ then while eight other processes loop over one kind of work each:
   module  compile and load a new kernel module;
   pin     pin and release host memory (512 MB);
   alloc   allocate and free device memory (1 GB);
-then alone again. It prints, per kind, the median, the 90th percentile and the largest sample
-(microseconds per copy) and how many samples lie more than 5% above the median.
-
-This is the measurement behind kernelkit.gpulock keeping a process's CUDA context inside the
-GPU lock (README, "Parallel by default"). Run it on an otherwise idle GPU:
+then alone again, printing per kind the median, 90th percentile and largest sample (us per copy)
+and how many samples lie 5% above the median: the measurement behind kernelkit.gpulock keeping a
+process's CUDA context inside the GPU lock. Run it on an otherwise idle GPU:
 
     python workflow/scripts/gpu_interference.py
 """
