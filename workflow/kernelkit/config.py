@@ -22,21 +22,13 @@ def load(path: str | Path) -> dict[str, Any]:
     return validate(config if config is not None else {})
 
 
-def _strict_validator() -> Any:
-    """Draft 2020-12 with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
+def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
+    """The first error of Draft 2020-12 that fills in each absent property's `default` before it
+    checks it, with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    checker = base.TYPE_CHECKER.redefine(
-        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
-    return jsonschema.validators.extend(base, type_checker=checker)
-
-
-def _defaulting_validator(node: dict[str, Any]) -> Any:
-    """A validator that fills in each absent property that has a `default`, then checks it."""
-    import jsonschema
-
-    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+    check_properties = base.VALIDATORS["properties"]
 
     def properties_with_defaults(validator: Any, properties: dict[str, Any], instance: Any,
                                  node: dict[str, Any]) -> Iterator[Any]:
@@ -46,12 +38,10 @@ def _defaulting_validator(node: dict[str, Any]) -> Any:
                     instance.setdefault(name, copy.deepcopy(subschema["default"]))
         yield from check_properties(validator, properties, instance, node)
 
-    extended = jsonschema.validators.extend(_strict_validator(), {"properties": properties_with_defaults})
-    return extended(node)
-
-
-def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
-    errors = sorted(_defaulting_validator(node).iter_errors(instance),
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
+    validator = jsonschema.validators.extend(base, {"properties": properties_with_defaults}, type_checker=checker)
+    errors = sorted(validator(node).iter_errors(instance),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     return _sentence(errors[0], node) if errors else None
 

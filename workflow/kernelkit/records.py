@@ -32,9 +32,12 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 def write_temp(target: Path, data: bytes) -> str:
     """A synced temporary file beside `target` holding `data`, for the caller to rename into place."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
+    prefix = f".{target.name}.tmp-{socket.gethostname()}-{os.getpid()}-"
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -50,21 +53,6 @@ def write_temp(target: Path, data: bytes) -> str:
 _TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+$")
 
 
-def _temp_prefix(target_name: str) -> str:
-    return f".{target_name}.tmp-{socket.gethostname()}-{os.getpid()}-"
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` runs on this host (one of another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by another user
-        pass
-    return True
-
-
 def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
     """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
     Only those whose writer ran on this host and is gone: a parallel job may be writing one right
@@ -72,17 +60,15 @@ def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
     removed = []
     for candidate in Path(run_dir).rglob(".*.tmp-*"):
         match = _TEMP_NAME.match(candidate.name)
-        if (match and match["host"] == socket.gethostname() and candidate.is_file()
-                and not process_alive(int(match["pid"]))):
-            candidate.unlink(missing_ok=True)
-            removed.append(candidate)
+        if match and match["host"] == socket.gethostname() and candidate.is_file():
+            try:
+                os.kill(int(match["pid"]), 0)
+            except ProcessLookupError:  # its writer is gone (PermissionError: another user's, alive)
+                candidate.unlink(missing_ok=True)
+                removed.append(candidate)
+            except PermissionError:
+                pass
     return removed
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:

@@ -160,9 +160,7 @@ class KernelSpec:
 
     def source_text(self, mutation: str | None = None) -> str:
         text = self.source_path.read_text(encoding="utf-8")
-        if mutation is None:
-            return text
-        return self.mutation(mutation).apply(text)
+        return text if mutation is None else self.mutation(mutation).apply(text)
 
     def source_sha256(self, mutation: str | None = None) -> str:
         return sha256_text(self.source_text(mutation))
@@ -246,24 +244,20 @@ class KernelSpec:
 
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:
-            raise KitError(
-                f"negative control '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.mutations)}"
-            )
+            raise KitError(f"negative control '{name}' is not defined for kernel '{self.name}'; "
+                           f"allowed: {', '.join(self.mutations)}")
         return self.mutations[name]
 
     def parse_shape(self, text: str) -> Shape:
         """`512x128` -> (512, 128), with one dimension per entry of `dims`."""
+        dims = "x".join(d.upper() for d in self.dims)
         if not SHAPE_PATTERN.match(text):
-            raise KitError(
-                f"shape '{text}' of kernel '{self.name}' is malformed; write it as {'x'.join(d.upper() for d in self.dims)} "
-                "with positive integers, e.g. " + "x".join(["512", "128", "64"][: len(self.dims)])
-            )
+            raise KitError(f"shape '{text}' of kernel '{self.name}' is malformed; write it as {dims} "
+                           "with positive integers, e.g. " + "x".join(["512", "128", "64"][: len(self.dims)]))
         shape = tuple(int(part) for part in text.split("x"))
         if len(shape) != len(self.dims):
-            raise KitError(
-                f"shape '{text}' of kernel '{self.name}' has {len(shape)} dimensions; "
-                f"it needs {len(self.dims)} ({'x'.join(d.upper() for d in self.dims)})"
-            )
+            raise KitError(f"shape '{text}' of kernel '{self.name}' has {len(shape)} dimensions; "
+                           f"it needs {len(self.dims)} ({dims})")
         return shape
 
 
@@ -278,9 +272,7 @@ def kernels_dir() -> Path:
 
 def available(root: Path | None = None) -> list[str]:
     root = kernels_dir() if root is None else root
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file())
+    return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file()) if root.is_dir() else []
 
 
 EMULATION_FILE = "emulation.py"
