@@ -128,14 +128,6 @@ def kernels_by_work(works: list[Work]) -> dict[str, int]:
     return {kernel: rank for rank, kernel in enumerate(sorted(total, key=lambda kernel: (total[kernel], kernel)))}
 
 
-def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:
-    """Expected seconds of work per GPU under an assignment."""
-    total: dict[int, float] = {gpu: 0.0 for gpu in set(placed.values())}
-    for work in works:
-        total[placed[(work.kernel, work.shape)]] += work.seconds
-    return total
-
-
 def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
     """Kernel -> the card that runs its checks, spread by their number of jobs. Checks are not
     compared across kernels, and until they pass they are all the work there is: on the card of

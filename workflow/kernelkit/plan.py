@@ -120,12 +120,6 @@ class Plan:
         return [name for job in self.timing_jobs() if kernel in (None, job.kernel) and job.cache == cache
                 for name in self.timing_job_files(job)]
 
-    def timed_targets(self, cache: str = "warm") -> list[tuple[str, str, str, int]]:
-        """(kernel, shape, layout, repeat) of every timed layout, in the order they are timed."""
-        return [(job.kernel, job.shape, name, job.repeat) for job in self.timing_jobs() if job.cache == cache
-                for name in layout_order(self.seed, job.kernel, job.shape, job.repeat, job.cache,
-                                         self.layouts[job.kernel])]
-
     def span_priority(self, repeat: int) -> int:
         """After every timing job of the same repeat, before any of the next."""
         return (self.repeats - repeat) * REPEAT_STEP + REPEAT_STEP // 2
