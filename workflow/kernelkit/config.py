@@ -1,8 +1,5 @@
-"""The workflow's configuration: validation with one-sentence errors, and defaults.
-
-The Snakefile and the command line both go through `validate`, so a bad key gets the same
-sentence wherever it is found, before any GPU work; it fills in the schema's defaults as
-Snakemake's `validate(config, schema, set_default=True)` does, so both see one config."""
+"""The workflow's configuration: the Snakefile and the command line both go through `validate`, so a
+bad key gets the same one sentence wherever it is found, and both see the schema's defaults filled in."""
 
 from __future__ import annotations
 

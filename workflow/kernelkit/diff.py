@@ -1,12 +1,7 @@
-"""Compare two runs: what changed in the setup, and which timings changed beyond noise.
-
-The unit is a configuration (kernel, shape, layout) with all its repeats. Repeats exist to show
-between-process noise, so the interval for B/A resamples processes as well as samples
-(kernelkit.stats.ratio_interval); repeats one worker process ran are one process, and where all of
-a side's repeats ran in one, no change is claimed (`one_process`). Intervals are Bonferroni-corrected
-so that the whole table, not each row, has the stated confidence. Computation lives here, rendering
-in kernelkit.diff_document: tests and other stages read the numbers, never the text.
-"""
+"""Compare two runs, per configuration (kernel, shape, layout) with all its repeats: what changed
+in the setup, and which timings changed beyond noise. Repeats show between-process noise, so B/A's
+interval resamples processes too, and a side whose repeats all ran in one process claims no change;
+intervals are Bonferroni-corrected for the whole table. Rendering is kernelkit.diff_document's."""
 
 from __future__ import annotations
 
@@ -63,11 +58,8 @@ class Comparison:
     foreign_work: list[str] = field(default_factory=list)  # "A rep1", ... : processes that saw foreign GPU work
     disturbed: list[str] = field(default_factory=list)  # "A rep1: 3 of 15", ... : throttled or low-clock samples
     cards: tuple[list[str], list[str]] | None = None  # the cards of A and of B, when they differ
-    # When the cards differ: how much they differ on the kit's own ceilings (largest |B/A - 1|
-    # over copy, L2, GEMM and harness floor), added to the threshold; None where not measured.
-    card_spread: float | None = None
-    # The sides ("A", "B") whose two or more repeats all ran in one process, and the verdict the
-    # interval and the processes would otherwise give (FASTER or SLOWER), which is then not claimed.
+    card_spread: float | None = None  # how far apart those cards are (card_spread), added to the threshold
+    # The sides whose repeats all ran in one process, and the FASTER or SLOWER not claimed for it.
     one_process: list[str] = field(default_factory=list)
     unclaimed: str | None = None
 
@@ -194,10 +186,8 @@ def _run_card(run: RunFiles) -> str | None:
 
 
 def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]) -> float | None:
-    """How far apart the cards of A and B are on the ceilings both runs measured on them the same
-    way (diff_inputs.ceiling_measure): the largest |B/A - 1| of the per-card medians over every
-    pair of cards; None when a pair has no such ceiling (nothing measured says how far apart they
-    are; a ceiling measured another way would count a change of method as one of card)."""
+    """The largest |B/A - 1| of the per-card ceiling medians over every pair of cards, on ceilings
+    both measured the same way (else a change of method counts as one of card); None when a pair has none."""
     spreads = []
     for card_a in cards_a:
         for card_b in cards_b:
@@ -228,9 +218,7 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     spread = card_spread(a, b, cards_a, cards_b) if cards else None
     threshold_used = threshold + (spread or 0.0)
     called = verdict(interval, threshold_used, process_order(groups_a, groups_b))
-    # The verdict's rule asks every process of B to lie beyond every process of A; repeats that
-    # were meant to be processes but ran in one do not show whether a process stayed in a
-    # slower state for its whole life (kernelkit.stats.verdict), so no change is claimed.
+    # Repeats that ran in one process cannot show whether a process stayed slow all its life.
     unclaimed = called if called in ("FASTER", "SLOWER") and one_process else None
     return Comparison(
         *config, median_a=median(s for g in groups_a for s in g), median_b=median(s for g in groups_b for s in g),

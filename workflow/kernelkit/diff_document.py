@@ -1,10 +1,5 @@
-"""The diff as a document, and its command: what differs between the two runs first (kit, card,
-driver, clocks, config, processes), then the verdict counts and the geometric-mean change, then
-the rows.
-
-Only rendering and the command live here; every number and verdict comes from kernelkit.diff's
-DiffResult, which knows nothing of documents.
-"""
+"""The diff as a document, and its command: what differs between the runs (kit, card, driver,
+clocks, config, processes), then the verdicts, then the rows. Every number comes from kernelkit.diff."""
 
 from __future__ import annotations
 
@@ -86,10 +81,7 @@ def _summary(result: DiffResult) -> list[doc.Block]:
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
-        found: dict[str, Any] = {}
-        for key, item in value.items():
-            found.update(_flatten(item, f"{prefix}{key}."))
-        return found
+        return {k: v for key, item in value.items() for k, v in _flatten(item, f"{prefix}{key}.").items()}
     return {prefix.rstrip("."): value}
 
 

@@ -1,12 +1,6 @@
-"""The result files a diff reads, checked before any number is computed from them.
-
-A diff gates CI, so a file it cannot use must stop it with one sentence naming that file (exit 2),
-never turn into a verdict: a NaN sample would make the ratio NaN and the verdict SAME, a string
-sample would crash the bootstrap. Every field the diff reads is checked here. Fields it only
-displays, and the optional ones older kits lack (foreign work, disturbed samples, the card of a
-record, each card's ceilings), are read defensively where they are used: a card's ceiling that is
-missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
-"""
+"""The result files a diff reads, checked before any number is computed from them: a diff gates
+CI, so an unusable file stops it with one sentence (exit 2) instead of a verdict (a NaN sample makes
+the verdict SAME). Fields only displayed, or that older kits lack, are read defensively where used."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ class RunFiles:
     correctness: dict[tuple[str, str], dict[str, Any]]
     controls: dict[tuple[str, str], dict[str, Any]]
     timings: dict[TimingKey, dict[str, Any]]
-    # Per card UUID and ceiling: the median microseconds, and how it was measured
-    # (ceiling_measure), without which two cards' ceilings are not comparable.
+    # Per card UUID and ceiling: the median microseconds, and how it was measured (ceiling_measure).
     card_ceilings: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
 
 
@@ -65,8 +58,7 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
 
 
 def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
-    """Which process timed a record: the pid and start its job clock names (`process`; runs of an
-    earlier kit name a long-lived `worker`), else the record's own process, one per repeat."""
+    """Which process timed a record: its job clock's `process` (an earlier kit's `worker`), else its own."""
     job = record.get("job")
     for name in ("process", "worker"):
         process = job.get(name) if isinstance(job, dict) else None
@@ -76,8 +68,7 @@ def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
 
 
 def by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    """The records of each process that timed these (key, record) pairs (`process_of`), in the order
-    the processes first appear."""
+    """The records of each process that timed these (key, record) pairs, in order of first appearance."""
     found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for key, record in keyed:
         found.setdefault(process_of(record, key), []).append(record)
@@ -100,8 +91,7 @@ def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> 
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:
-    """Whether the process timing this record saw another process's work on its GPU: a foreign
-    process named in its summary (an empty list means it looked and saw none) or a sample tagged so."""
+    """Whether the process timing this record saw another process's work on its GPU (its summary or a sample's tag)."""
     from kernelkit import foreign
 
     if foreign.saw_foreign_work(record):

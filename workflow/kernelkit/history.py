@@ -1,11 +1,6 @@
-"""`kernelkit history results/`: every configuration's median across all the runs in a folder.
-
-What a user needs to see a regression across many runs: per run (by the date its environment
-record was captured) the card and the kit commit that made it, and per configuration its pooled
-median and the range of its repeats' medians; as a page with one small figure per kernel/shape, and
-as a CSV with one row per run and configuration. Records are read only through the kit's validating
-reader: a run it refuses is named on the page with the reader's sentence, never guessed at.
-"""
+"""`kernelkit history results/`: every configuration's median across all the runs in a folder, by
+date, with each run's card and kit commit, to see a regression across many runs. Records are read
+only through the kit's validating reader: a run it refuses is named with its sentence, never guessed at."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The target plan of a run: which records it makes, which job makes each, and in what order.
-
-Plain Python, so that common.smk only asks it and tests need no Snakemake. Per kernel, one job
-per check stage; per kernel/shape/repeat/cache, one timing job for every layout, a record each;
-per kernel/shape/repeat, one span job. Why: a process pays Python, CuPy, a CUDA context and maybe
-Torch (4-6 s) before its first launch: 370 times for the default config with one per layout and
-repeat, 87 times so, and every repeat still has its own process, which the diff rests on.
-"""
+"""The target plan of a run: which records it makes, which job makes each, and in what order; plain
+Python, so tests need no Snakemake. One timing job per kernel/shape/repeat/cache times every layout:
+a process pays 4-6 s before its first launch, and every repeat still has its own, which the diff needs."""
 
 from __future__ import annotations
 

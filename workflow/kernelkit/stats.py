@@ -1,10 +1,6 @@
-"""Statistics of timing samples, kept small and exact.
-
-Within a run: medians and ranges (robust with 15 samples, no model behind them). Between runs:
-the ratio of medians B/A with a bootstrap interval that resamples whole processes first and
-samples inside them second: on the H200, the medians of two processes timing the same
-configuration can lie further apart than the samples inside either.
-"""
+"""Statistics of timing samples: medians and ranges within a run; between runs, B/A with a bootstrap
+that resamples whole processes before samples, because two processes' medians on the H200 can lie
+further apart than the samples inside either."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """NVIDIA tools, used when present: compute-sanitizer on a few correctness cases (gating timing), and
-Nsight Compute counters for one warmed call of a timed configuration.
-
-Each runs a child process under the tool, so what is checked or counted is exactly what the
-workflow runs: compute-sanitizer the kit's own `kernelkit correctness --sanitizer-cases` over the
-very builds the timing loads, Nsight Compute the kit's own `profile-call`. The parent holds the
-GPU lock while its child runs, and the child runs under that hold (kernelkit.gpulock).
-A missing tool, a device it does not support or a refusal (no access to performance counters) is
-recorded as skipped with the tool's own words; parsing the tools' output is plain text work,
-tested on the CPU.
-"""
+Nsight Compute counters of one warmed call. Each runs the kit's own command as its child, so what is
+checked is what the workflow runs; a missing tool or a refusal is recorded as skipped in its own words."""
 
 from __future__ import annotations
 
