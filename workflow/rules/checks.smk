@@ -16,7 +16,7 @@ for kernel in KERNELS:
         if not files:
             continue
         writes = {} if command == "sanitize" else {"folder": lambda wildcards, output: os.path.dirname(output[0]),
-                                                     "settings": CHECK_SETTINGS}
+                                                     "settings": CheckSettings.json_from_config(config)}
 
         rule:
             name:
