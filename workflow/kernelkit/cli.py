@@ -18,7 +18,6 @@ from kernelkit import (ceilings, checks, config, controls, diff_document, enviro
 # In the order a run goes through them; `kernelkit --help` lists them so.
 STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in (
     config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history, scaffold))
-EXIT_INTERNAL = 3
 
 
 class OneSentenceParser(argparse.ArgumentParser):
@@ -29,26 +28,18 @@ class OneSentenceParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
+    from kernelkit.records import printable
+
     parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for register in STAGES:
         register(subparsers)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     if argv is None:
         from kernelkit import gpulock
 
         gpulock.command_is_process()  # its own process: a GPU hold lasts until it exits
-    return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from kernelkit.records import printable
-
     try:
         return args.func(args)
     except KitError as error:
@@ -60,4 +51,4 @@ def _run(args: argparse.Namespace) -> int:
         detail = printable(" ".join(str(error).split()))[:200]
         print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
               "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return 3

@@ -116,19 +116,19 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases, **checked}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, {**record, **device.card(), "job": clock.describe()})
-        return 0
-    for tool, result in record["tools"].items():
-        print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
-    for layout, own in record.get("by_layout", {}).items():
-        for tool, result in own["tools"].items():
-            print(f"--- {tool}, {layout} alone ---\n{result['tail']}")
-    found = {layout: findings(result) for layout, result in layout_results(record).items()}
-    if any(found.values()):
-        named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
-        raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
+    else:
+        for tool, result in record["tools"].items():
+            print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
+        for layout, own in record.get("by_layout", {}).items():
+            for tool, result in own["tools"].items():
+                print(f"--- {tool}, {layout} alone ---\n{result['tail']}")
+        found = {layout: findings(result) for layout, result in layout_results(record).items()}
+        if any(found.values()):
+            named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
+            raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
     write_record(args.output, {**record, **device.card(), "job": clock.describe()})
-    print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
+    if "skipped" not in record:
+        print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
     return 0
 
 
@@ -177,30 +177,25 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     return 0
 
 
-TARGET_ARGUMENTS = {"--kernel": "a kernel folder under kernels/", "--shape": "one shape of the kernel, e.g. 512x128",
-                    "--layout": "one layout of the kernel"}
-
-
 def register(subparsers: Any) -> None:
-    commands = (
-        ("sanitize", "compute-sanitizer memcheck and racecheck over hand-written layouts' correctness cases",
-         cmd_sanitize, ("--kernel",), "the sanitizer record"),
-        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile,
-         ("--kernel", "--shape", "--layout"), "the profile record"),
-        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call,
-         ("--kernel", "--shape", "--layout"), None),
-    )
-    for command, summary, func, target, output in commands:
-        p = subparsers.add_parser(command, help=summary)
-        for name in target:
-            p.add_argument(name, required=True, help=TARGET_ARGUMENTS[name])
-        if command == "sanitize":
-            p.add_argument("--layout", action="append", required=True,
-                           help="a hand-written layout of the kernel, repeatable: all of them run in one child per tool")
-        if output:
-            p.add_argument("--output", required=True, help=f"where to write {output} (JSON)")
-        if command == "sanitize":
-            from kernelkit.gpulock import add_arguments as add_lock_argument
+    from kernelkit.gpulock import add_arguments as add_lock_argument
 
-            add_lock_argument(p)
+    p = subparsers.add_parser("sanitize", help="compute-sanitizer memcheck and racecheck over hand-written layouts' "
+                                               "correctness cases")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--layout", action="append", required=True,
+                   help="a hand-written layout of the kernel, repeatable: all of them run in one child per tool")
+    p.add_argument("--output", required=True, help="where to write the sanitizer record (JSON)")
+    add_lock_argument(p)
+    p.set_defaults(func=cmd_sanitize)
+    for command, summary, func in (
+        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile),
+        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call),
+    ):
+        p = subparsers.add_parser(command, help=summary)
+        p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+        p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
+        p.add_argument("--layout", required=True, help="one layout of the kernel")
+        if command == "profile":
+            p.add_argument("--output", required=True, help="where to write the profile record (JSON)")
         p.set_defaults(func=func)
