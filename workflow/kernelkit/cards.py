@@ -21,10 +21,8 @@ FP32_FLOPS_PER_S = 5.0e13
 
 
 def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
-    """The physical GPU indices the run uses, or None where the scheduler picks (`gpus: allocated`,
-    or a SLURM job without `gpus`: there the allocation chose the card). Else config key `gpus`,
-    CUDA_VISIBLE_DEVICES, NVML's count; without NVML or a GPU, [0], so that the jobs fail with the
-    kit's one sentence about the missing GPU, as on one card."""
+    """The physical GPU indices the run uses: None where the scheduler picks (`gpus: allocated`, or SLURM
+    without `gpus`), else config key `gpus`, CUDA_VISIBLE_DEVICES or NVML's count; [0] without a GPU."""
     environ = os.environ if environ is None else environ
     if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
@@ -129,10 +127,8 @@ def kernels_by_work(works: list[Work]) -> dict[str, int]:
 
 
 def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
-    """Kernel -> the card that runs its checks, spread by their number of jobs. Checks are not
-    compared across kernels, and until they pass they are all the work there is: on the card of
-    each kernel's first shape instead, five of six kernels' checks went to one of two H200s while
-    the other idled, and the first timing started 17.8 s into the run (h200-w2x2d)."""
+    """Kernel -> the card that runs its checks, spread by their number of jobs: until they pass they
+    are all the work there is (h200-w2x2d: on each kernel's first shape's card, one of two H200s idled)."""
     from kernelkit.config import kernel_layouts
 
     works = []

@@ -38,9 +38,8 @@ def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, loca
 
 
 def failure_lines(failed: Iterable[Any]) -> list[str]:
-    """Each failed job's own sentence, the last line of its log, so that the reason is on screen and
-    not only in results/{run}/logs/. A failed group job (a SLURM allocation) stands for its jobs
-    that left an output missing."""
+    """Each failed job's own sentence, the last line of its log, on screen; a failed group job (a
+    SLURM allocation) stands for its jobs that left an output missing."""
     lines = []
     jobs = [inner for job in failed for inner in getattr(job, "jobs", [job])
             if inner is job or not all(os.path.exists(name) for name in inner.output)]
@@ -74,10 +73,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def stop_jobs_on_signals() -> None:
-    """On SIGINT or SIGTERM to Snakemake alone, end the jobs too, then let Snakemake handle the
-    signal. Why: Snakemake waits for the jobs in flight, minutes of GPU work for a user who asked
-    to stop (a Ctrl-C reaches the jobs already, a `kill` of Snakemake's pid does not). Ending a job
-    leaves no partial record: the GPU lock is a flock, and records are written atomically."""
+    """On SIGINT or SIGTERM to Snakemake alone, end the jobs too (else it waits minutes for them),
+    then let Snakemake handle the signal; records are atomic and the lock a flock, so none is left half."""
     for number in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(number)
 

@@ -104,9 +104,7 @@ def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
     """A record of any known version in the current format; KitError for one from a newer kit.
-    Version 1 timing records lacked what did not exist yet: the event fallback (every sample a
-    graph replay), cold caches (warm) and the stopping rule (a fixed count). A missing
-    `disturbed_samples` stays missing: the sampler did not run, which is not zero."""
+    Version 1 timings lacked what did not exist yet (a missing `disturbed_samples` is not zero)."""
     version = record.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise KitError(f"{where} has format version {version!r}; this kit reads versions 1 to {FORMAT_VERSION}")
@@ -131,9 +129,8 @@ def canonical_hash(payload: Any) -> str:
 
 
 def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
-    A process that wrote several records counts once, with its latest clock; records from before
-    jobs were timed have no "job" field and are counted, not guessed."""
+    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields; a
+    process that wrote several records counts once, with its latest clock."""
     from statistics import median
 
     latest: dict[Any, dict[str, Any]] = {}
@@ -232,9 +229,8 @@ def _agree(kind: str, path: Path, named: tuple[str, ...], recorded: tuple[Any, .
 
 
 def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
-    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what
-    every reader needs, including that the target its fields name is the one its path names, and
-    brought to the current format."""
+    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what every
+    reader needs (its fields must name the target its path names), in the current format."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -324,9 +320,8 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
 
 
 def read_run_records(run_dir: str | os.PathLike[str], kind: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Every record of one kind in a run folder, read by `read_checked`, with its path; timings and
-    spans must number each configuration's repeats without a gap (a gap is a record of another run
-    copied in, or one removed by hand)."""
+    """Every record of one kind in a run folder with its path; each configuration's repeats must be
+    numbered without a gap (a record of another run copied in, or one removed by hand)."""
     from kernelkit.layout import run_result_files
 
     found = [(path, read_checked(path, kind)) for path in run_result_files(run_dir, kind)]

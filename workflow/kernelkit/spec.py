@@ -94,12 +94,8 @@ class Mutation:
 
 @dataclass(frozen=True)
 class Baseline:
-    """A library implementation timed beside the hand-written kernels (a layout with no CUDA source).
-
-    `make_call(buffers, shape)` runs untimed and returns a zero-argument callable that enqueues one
-    evaluation on the current stream and returns the float32 output (CuPy or torch). The library
-    allocates that output itself, so guard regions do not apply.
-    """
+    """A library implementation timed beside the hand-written kernels: `make_call(buffers, shape)`, run
+    untimed, returns a callable that enqueues one evaluation and returns the float32 output it allocated."""
 
     package: str
     call: str
@@ -200,9 +196,8 @@ class KernelSpec:
         return {**self.layouts[base], **values}
 
     def sweep(self, base: str, shapes: Sequence[Shape] = ()) -> Sweep:
-        """Every point of a base layout's grid, in the grid's order, split into those the spec accepts and
-        those its `layout_options` or `launch` refuse (at a correctness shape or one of `shapes`), so that
-        a point that cannot be built or launched never becomes a target."""
+        """Every point of a base layout's grid, split into those the spec accepts and those its `layout_options`
+        or `launch` refuse (at a correctness shape or one of `shapes`), which never become targets."""
         if base not in self.sweeps or base not in self.layouts:
             raise KitError(f"kernel '{self.name}' defines no sweep '{base}'; allowed: {', '.join(self.sweeps) or '(none)'}")
         grid = self.sweeps[base]
@@ -287,10 +282,8 @@ def _module(name: str, path: Path) -> Any:
 
 
 def load_emulation(spec: KernelSpec) -> Callable[..., tuple[np.ndarray, np.ndarray | None]]:
-    """The kernel folder's CPU emulation, the CPU tests' stand-in for the GPU: `emulate(inputs,
-    layout, control=None)` returns the kernel's float32 output and a mask of elements it would
-    leave unwritten (or None). Passing every case while each control fails one shows the spec's
-    tolerance is neither too tight for FP32 nor loose enough to hide the bugs."""
+    """The kernel folder's CPU emulation, the CPU tests' stand-in for the GPU: `emulate(inputs, layout,
+    control=None)` returns the float32 output and a mask of elements left unwritten (or None)."""
     path = spec.folder / EMULATION_FILE
     if not path.is_file():
         raise KitError(f"kernels/{spec.name} has no {EMULATION_FILE}; every kernel folder carries its CPU emulation")

@@ -89,11 +89,9 @@ def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) ->
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
-    """SAME when the interval lies inside 1 +- threshold; SLOWER (FASTER) when it lies wholly beyond
-    it and every process of B is slower (faster) than every process of A; else AMBIGUOUS. A change
-    must exceed the threshold: a fresh process can land its buffers where a kernel runs 2% slower
-    for its whole life (h200-s5a vs h200-s5b, identical code), which two or three processes a side
-    cannot show the bootstrap."""
+    """SAME inside 1 +- threshold; SLOWER (FASTER) wholly beyond it with every process of B slower (faster)
+    than every one of A; else AMBIGUOUS. A fresh process can run a kernel 2% slower for its whole life
+    (h200-s5a vs h200-s5b, identical code), which two or three processes a side cannot show."""
     if interval.low >= 1.0 - threshold and interval.high <= 1.0 + threshold:
         return "SAME"
     if interval.low > 1.0 + threshold and order > 0:

@@ -34,13 +34,9 @@ NCU_METRICS = {
 
 
 def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dict[str, Any]:
-    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped; `binaries`:
-    the SHA-256 of each layout's build, the one its timing loads.
-
-    All layouts run in one child per tool, one tool after the other: each child pays the tool's
-    start, Python's and a CUDA context, so one per layout would multiply that. When a tool finds
-    something, `by_layout` holds each layout's own run of both tools, which says which it was.
-    """
+    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped, with the SHA-256
+    of each layout's build. All layouts run in one child per tool (each child pays seconds to start);
+    when a tool finds something, `by_layout` holds each layout's own run, which says which it was."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}

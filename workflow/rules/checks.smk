@@ -27,7 +27,7 @@ for kernel in KERNELS:
                 files,
             log:
                 paths.path(log_file, run=RUN, kernel=kernel, layout="all", control="all"),
-            priority: check_priority(kernel)
+            priority: CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
             conda:
                 "../../envs/kernelkit.yaml"
             resources:

@@ -190,10 +190,6 @@ def card_resources(kernel=None):
             for gpu in GPUS or []}
 
 
-def check_priority(kernel):
-    return CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
-
-
 def diff_side(run):
     """What a diff needs of one run: this run's summary (built first), else nothing."""
     return [paths.path(paths.SUMMARY, run=run)] if run == RUN else []
