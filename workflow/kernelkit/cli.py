@@ -28,14 +28,18 @@ class OneSentenceParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from kernelkit.records import printable
-
+def build_parser() -> argparse.ArgumentParser:
     parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
     for register in STAGES:
         register(subparsers)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from kernelkit.records import printable
+
+    args = build_parser().parse_args(argv)
     if argv is None:
         from kernelkit import gpulock
 
