@@ -57,21 +57,15 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
     return found
 
 
-def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
-    """Which process timed a record: its job clock's `process` (an earlier kit's `worker`), else its own."""
-    job = record.get("job")
-    for name in ("process", "worker"):
-        process = job.get(name) if isinstance(job, dict) else None
-        if isinstance(process, dict) and process.get("pid") is not None:
-            return ("process", process.get("pid"), process.get("started_unix_s"))
-    return ("own process", key)
-
-
 def by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    """The records of each process that timed these (key, record) pairs, in order of first appearance."""
+    """The records of each process that timed these (key, record) pairs, in order of first appearance:
+    the process its job clock names (an earlier kit's `worker`), else the record's own."""
     found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for key, record in keyed:
-        found.setdefault(process_of(record, key), []).append(record)
+        job = record.get("job") if isinstance(record.get("job"), dict) else {}
+        named = [p for p in (job.get("process"), job.get("worker")) if isinstance(p, dict) and p.get("pid") is not None]
+        process = ("process", named[0]["pid"], named[0].get("started_unix_s")) if named else ("own process", key)
+        found.setdefault(process, []).append(record)
     return found
 
 
@@ -113,18 +107,6 @@ def card(record: dict[str, Any]) -> str | None:
     return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
 
 
-def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:
-    timings: dict[TimingKey, dict[str, Any]] = {}
-    for _, record in read_run_records(root, "timing"):
-        if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
-            continue
-        timings[(record["kernel"], record["shape"], record["layout"], record["repeat"])] = record
-    if not timings:
-        raise KitError(f"run directory {printable(str(root))} holds no timing records "
-                       "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
-    return timings
-
-
 def _correctness(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {(record["kernel"], layout): record for _, record in read_run_records(root, "correctness")
             for layout in record.get("layouts", [])}
@@ -141,7 +123,12 @@ def load_run(path: str | Path) -> RunFiles:
         raise KitError(f"{printable(str(root))} is a file, not a run directory (results/<run>)")
     if not root.is_dir():
         raise KitError(f"run directory {printable(str(root))} does not exist")
-    timings = _timings(root)
+    # A layout skipped for a library missing on that machine shows up as "only in" the other run.
+    timings = {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
+               for _, r in read_run_records(root, "timing") if "skipped" not in r}
+    if not timings:
+        raise KitError(f"run directory {printable(str(root))} holds no timing records "
+                       "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),
                     correctness=_correctness(root), controls=_controls(root), timings=timings,
                     card_ceilings=_card_ceilings(root))

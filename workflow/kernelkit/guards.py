@@ -12,16 +12,11 @@ from typing import Any, Iterable
 from kernelkit import records
 
 
-def gpu_jobs(jobs: Iterable[Any]) -> list[Any]:
-    """The planned jobs that declare the GPU (every GPU rule asks for gpu=1)."""
-    return [job for job in jobs if dict(job.resources).get("gpu", 0)]
-
-
 def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
     """The sentence that stops the run before any job starts, or None (then abandoned temporary
     files are removed): a GPU job in a committed run, unless overwrite is given, or GPU jobs on a
     machine without a usable GPU (when they run here), refused at once instead of one by one."""
-    measuring = gpu_jobs(jobs)
+    measuring = [job for job in jobs if dict(job.resources).get("gpu", 0)]  # every GPU rule asks for gpu=1
     if measuring and frozen:
         return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "
                 f"{len(measuring)} GPU job{'s' if len(measuring) != 1 else ''} in it (first: {measuring[0].output[0]}); "
