@@ -57,11 +57,6 @@ def _nvml_count() -> int:
         return 0
 
 
-def resource(gpu: int) -> str:
-    """The Snakemake resource a job asks for to run on physical GPU `gpu`."""
-    return f"gpu_{gpu}"
-
-
 @dataclass(frozen=True)
 class Work:
     """The expected seconds of GPU-job work of one kernel/shape."""

@@ -56,9 +56,8 @@ def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
 
 
 class StageSettings:
-    """Base of each stage's settings object: built from the validated config by `from_config`,
-    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS, so that
-    Snakemake reruns exactly the targets whose settings changed."""
+    """Base of each stage's settings, handed to its rule as one JSON param of the config keys in
+    SECTIONS, so that Snakemake reruns exactly the targets whose settings changed."""
 
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]]
 
@@ -74,9 +73,8 @@ class StageSettings:
 
     @classmethod
     def from_json(cls, text: str) -> Any:
-        """What the stage's command builds from its --settings argument, checked against the same
-        schema as the whole config: a key with a default is filled in when left out, a required key
-        must be there, and no key outside the stage's slice may be."""
+        """What the stage's command builds from its --settings argument, checked against the whole
+        config's schema cut to the stage's slice (defaults filled in, no key outside the slice)."""
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as error:

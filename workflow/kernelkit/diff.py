@@ -137,11 +137,9 @@ class DiffResult:
 
     def geometric_means(self) -> dict[str, float]:
         """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
-        groups: dict[str, list[float]] = {"": []}
-        for c in self.comparisons:
-            groups.setdefault(c.kernel, []).append(c.interval.ratio)
-            groups[""].append(c.interval.ratio)
-        return {kernel: geometric_mean(ratios) for kernel, ratios in groups.items() if ratios}
+        kernels = ["", *dict.fromkeys(c.kernel for c in self.comparisons)] if self.comparisons else []
+        return {kernel: geometric_mean([c.interval.ratio for c in self.comparisons if kernel in ("", c.kernel)])
+                for kernel in kernels}
 
 
 def _sort_key(key: tuple) -> tuple:

@@ -26,9 +26,8 @@ REPEAT_STEP = 2**32
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, cache: str = "warm") -> int:
-    """A seeded key of one timing job; within a repeat, jobs run in ascending key. A key per job
-    (not a shuffled list) keeps each job's place when others are added, and each repeat its own
-    order, so that drift lands on different kernels in different repeats."""
+    """A seeded key of one timing job; within a repeat, jobs run in ascending key. A key per job keeps
+    each job's place when others are added, and drift lands on different kernels in each repeat."""
     return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{cache}".encode())
 
 
@@ -228,8 +227,8 @@ def committed(run_dir: str, repo: str) -> bool:
     it holds summary.csv, which a run writes when it completes (the marker that survives a copy)."""
     try:
         listed = subprocess.run(["git", "ls-files", "--", run_dir], cwd=repo, capture_output=True, text=True, timeout=30)
+        if listed.returncode == 0:
+            return bool(listed.stdout.strip())
     except (OSError, subprocess.SubprocessError):
-        listed = None
-    if listed is not None and listed.returncode == 0:
-        return bool(listed.stdout.strip())
+        pass
     return os.path.exists(os.path.join(run_dir, "summary.csv"))

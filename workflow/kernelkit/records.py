@@ -54,9 +54,8 @@ _TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[A
 
 
 def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
-    Only those whose writer ran on this host and is gone: a parallel job may be writing one right
-    now, and a writer on another host (a cluster node) cannot be checked from here."""
+    """Delete the temporary files of interrupted atomic writes under a run directory, and say which: only
+    those whose writer ran on this host and is gone (another host's writer cannot be checked from here)."""
     removed = []
     for candidate in Path(run_dir).rglob(".*.tmp-*"):
         match = _TEMP_NAME.match(candidate.name)

@@ -34,9 +34,8 @@ def _gib(count: float) -> str:
 
 
 def check_fits(spec: specs.KernelSpec, shape: specs.Shape, device_bytes: int, copies: int = 1) -> None:
-    """One sentence when a shape cannot fit in the device's memory. Only the float32 output of
-    every copy of the buffers counts, a lower bound: an estimate that over-counted (a gather's
-    bytes_moved counts every gathered row) would refuse shapes that fit."""
+    """One sentence when a shape cannot fit in the device's memory; only the float32 output of every copy
+    counts, a lower bound, as an estimate that over-counted (a gather's rows) would refuse shapes that fit."""
     needed = copies * _output_bytes(spec, shape)
     if needed > device_bytes:
         copies_text = f" in {copies} copies" if copies > 1 else ""

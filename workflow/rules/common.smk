@@ -186,7 +186,7 @@ def pin(kernel=None):
 
 def card_resources(kernel=None):
     """gpu_<i>=1 on the job's card i and 0 on the others, so `--resources gpu_<i>=N` bounds each card."""
-    return {kit_cards.resource(gpu): lambda wildcards, gpu=gpu: int(card_of(kernel, wildcards) == gpu)
+    return {f"gpu_{gpu}": lambda wildcards, gpu=gpu: int(card_of(kernel, wildcards) == gpu)
             for gpu in GPUS or []}
 
 
