@@ -83,7 +83,6 @@ class Plan:
     def path(self, template: str, **parts: Any) -> str:
         return paths.path(template, run=self.run, **parts)
 
-    # --- records -------------------------------------------------------------------------------
     def correctness_files(self, kernel: str) -> list[str]:
         return [self.path(paths.CORRECTNESS, kernel=kernel, layout=name) for name in self.layouts[kernel]]
 
@@ -139,17 +138,14 @@ class Plan:
         return [self.path(paths.PROFILE, kernel=k, shape=s, layout=name) for k in self.kernels
                 for s in self.shapes(k) for name in self.layouts[k] if self.config.get("profile")]
 
-    def report_files(self) -> list[str]:
-        return [self.path(paths.SUMMARY), self.path(paths.REPORT_MARKDOWN), self.path(paths.REPORT_HTML)]
-
     def all_targets(self, gpus: list[int] | None = None) -> list[str]:
         targets = [self.path(paths.ENVIRONMENT), *self.ceiling_files(), *self.card_record_files(gpus)]
         for kernel in self.kernels:
             targets += self.correctness_files(kernel) + self.control_files(kernel) + self.sanitizer_files(kernel)
+        reports = [self.path(template) for template in (paths.SUMMARY, paths.REPORT_MARKDOWN, paths.REPORT_HTML)]
         return (targets + self.timing_files() + self.timing_files(cache="cold") + self.span_files()
-                + self.profile_files() + self.report_files())
+                + self.profile_files() + reports)
 
-    # --- targets a person names --------------------------------------------------------------------
     def target_problem(self, target: str, gpus: list[int] | None = None) -> str | None:
         """One sentence on what is wrong with a target path a command names, or None for one this
         plan builds (or that is not a run's record, which Snakemake judges itself)."""

@@ -51,8 +51,7 @@ KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = Plan(config, SPECS)
 LAYOUTS = PLAN.layouts
-# The lock directory changes no result, so it is no param (moving it reruns nothing): jobs get it
-# through the environment, where a variable already set wins.
+# The lock directory changes no result, so it is no param: jobs get it through the environment.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(paths.path(paths.RUN_DIR, run=RUN)):
@@ -66,8 +65,7 @@ if FROZEN:
     print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
           "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
 
-# Several GPUs: each kernel/shape runs on one card, fixed before the run; GPUS is None where an
-# executor (SLURM) or `gpus: allocated` picks the card.
+# Several GPUs: each kernel/shape runs on one card fixed before the run; None where the executor picks.
 try:
     GPUS = kit_cards.discover(config.get("gpus")) if workflow.local_exec else None
 except KitError as error:

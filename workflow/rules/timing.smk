@@ -1,6 +1,5 @@
-# Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order
-# and writes a record each. A layout is timed only when its checks passed in this run; the check
-# records are inputs (kernelkit.cases.require_checked).
+# Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order, a
+# record each, once its checks passed in this run (their records are inputs: cases.require_checked).
 for kernel in KERNELS:
 
     rule:
