@@ -1,8 +1,7 @@
 """`kernelkit <stage>`: one process per workflow job, each writing one result file.
 
-Stage modules register their subcommands; failures are one sentence: a KitError or an argument
-error exits 2, anything unexpected 3 (traceback with KERNELKIT_DEBUG=1), so CI can tell a kit bug.
-"""
+Failures are one sentence: a KitError or an argument error exits 2, anything unexpected 3 (traceback
+with KERNELKIT_DEBUG=1), so CI can tell a kit bug."""
 
 from __future__ import annotations
 

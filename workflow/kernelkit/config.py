@@ -19,9 +19,9 @@ def load(path: str | Path) -> dict[str, Any]:
     return validate(config if config is not None else {})
 
 
-def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
-    """The first error of Draft 2020-12 that fills in each absent property's `default` before it
-    checks it, with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
+def _check_schema(instance: Any, node: dict[str, Any]) -> None:
+    """KitError with the first error of Draft 2020-12 that fills in each absent property's `default`
+    before it checks it, 'integer' meaning an int (else `samples: 15.0` fails every timing job)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
@@ -40,7 +40,8 @@ def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
     validator = jsonschema.validators.extend(base, {"properties": properties_with_defaults}, type_checker=checker)
     errors = sorted(validator(node).iter_errors(instance),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    return _sentence(errors[0], node) if errors else None
+    if errors:
+        raise KitError(_sentence(errors[0], node))
 
 
 def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
@@ -48,9 +49,7 @@ def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
     and what is allowed. The argument itself is not changed."""
     _check_control_characters(config, [])
     config = copy.deepcopy(config)
-    error = _first_error(config, schema())
-    if error:
-        raise KitError(error)
+    _check_schema(config, schema())
     _check_against_specs(config, kernels_root)
     return config
 
@@ -91,9 +90,7 @@ class StageSettings:
             if section in required:
                 part.pop("default", None)
             node["properties"][section] = part
-        error = _first_error(payload, node)
-        if error:
-            raise KitError(error)
+        _check_schema(payload, node)
         return cls.from_config(payload)
 
 
