@@ -68,8 +68,7 @@ class Work:
 
 
 def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
-    """Each configured kernel/shape's expected seconds of GPU work: per process an overhead, plus
-    its calls, each its bytes at copy rate plus its flops at FP32 rate."""
+    """Each configured kernel/shape's expected seconds of GPU work: an overhead per process, plus its calls."""
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
@@ -99,8 +98,7 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
 
 
 def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
-    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index, then
-    name order), so the same input always gives the same map."""
+    """Kernel/shape -> GPU: longest work first onto the least-loaded card, ties broken so it is deterministic."""
     if not gpus:
         raise KitError("no GPU to assign work to; config key 'gpus' needs at least one index")
     load = {gpu: 0.0 for gpu in gpus}

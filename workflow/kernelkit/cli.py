@@ -20,8 +20,7 @@ STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in 
 
 
 class OneSentenceParser(argparse.ArgumentParser):
-    """Argument errors as one sentence ("kernelkit diff: argument --threshold: ..."), not a usage block.
-    Subcommand parsers inherit this class from their parent."""
+    """Argument errors as one sentence, not a usage block (subcommand parsers inherit this class)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}\n")

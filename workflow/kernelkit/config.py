@@ -45,8 +45,7 @@ def _check_schema(instance: Any, node: dict[str, Any]) -> None:
 
 
 def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
-    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key
-    and what is allowed. The argument itself is not changed."""
+    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key."""
     _check_control_characters(config, [])
     config = copy.deepcopy(config)
     _check_schema(config, schema())

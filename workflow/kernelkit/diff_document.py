@@ -118,8 +118,7 @@ def _card(environment: dict[str, Any]) -> str:
 
 
 def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """The rows where A and B differ (kit, card, driver, clocks, config, processes, every
-    environment field the diff compares), and the names of those that are the same."""
+    """The rows where A and B differ (kit, card, environment, config, processes), and the names of the same."""
     rows: list[tuple[str, str, str]] = []
     same: list[str] = []
 

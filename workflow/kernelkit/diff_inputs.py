@@ -75,8 +75,7 @@ def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list
 
 
 def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> tuple[int, int]:
-    """How many configurations (kernel, shape, layout) these processes timed, and in how many of
-    them two repeats shared a process."""
+    """How many configurations these processes timed, and in how many two repeats shared a process."""
     configurations: dict[tuple[Any, ...], list[Any]] = {}
     for process, records in processes.items():
         for r in records:

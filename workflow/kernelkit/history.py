@@ -68,8 +68,7 @@ def read_run(path: Path) -> RunSummary:
 
 
 def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
-    """Every run folder under `folder` (a folder holding environment.json), ordered by date; and
-    the folders the reader refused, each with its sentence."""
+    """Every run folder under `folder` (one with environment.json) by date, and those refused with why."""
     if not folder.is_dir():
         raise KitError(f"{printable(str(folder))} is not a folder of runs (results/)")
     runs, refused = [], []

@@ -99,8 +99,7 @@ class Plan:
                           layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
 
     def timing_jobs(self) -> list[TimingJob]:
-        """Every timing job in the order the workflow runs them; made once, as every input function
-        of a timing target asks for it."""
+        """Every timing job in the order the workflow runs them, made once (each timing target asks)."""
         if self._jobs is None:
             self._jobs = []
             for repeat in range(1, self.repeats + 1):

@@ -211,8 +211,8 @@ class KernelSpec:
                     self.launch(parameters, shape)
             except KitError as refusal:
                 invalid.append((name, str(refusal)))
-                continue
-            valid.append((name, parameters))
+            else:
+                valid.append((name, parameters))
         return Sweep(base, tuple(valid), tuple(invalid))
 
     def is_baseline(self, name: str) -> bool:

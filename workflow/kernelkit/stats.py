@@ -69,8 +69,7 @@ def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: n
 
 def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
                    resamples: int = 4000, seed: int = 0) -> RatioInterval:
-    """Ratio of pooled medians B/A and its percentile bootstrap interval; `a` and `b` are lists of
-    processes, each a list of samples."""
+    """B/A of the pooled medians and its percentile bootstrap interval; each side lists its processes' samples."""
     if not a or not b or not all(a) or not all(b):
         raise ValueError("each side needs at least one process with samples")
     rng = np.random.default_rng(seed)
@@ -82,8 +81,7 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
 
 
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:
-    """+1 when every process of B has a higher median than every process of A, -1 when every
-    one has a lower median, 0 when the process medians interleave."""
+    """+1 when every process median of B lies above every one of A, -1 when below, 0 when they interleave."""
     medians_a, medians_b = [median(g) for g in a], [median(g) for g in b]
     return 1 if min(medians_b) > max(medians_a) else -1 if max(medians_b) < min(medians_a) else 0
 
