@@ -149,13 +149,9 @@ def _sort_key(key: tuple) -> tuple:
 
 
 def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, int]], result: DiffResult) -> None:
-    for label, path in ENVIRONMENT_FIELDS:
-        value_a, value_b = _lookup(a.environment, path), _lookup(b.environment, path)
-        if value_a != value_b:
-            result.environment.append((label, value_a, value_b))
-    range_a, range_b = _sm_clock_range(a), _sm_clock_range(b)
-    if range_a != range_b:
-        result.environment.append(("SM clock seen around timed targets (MHz)", range_a, range_b))
+    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
+    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
+    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
 
     changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
     for key in shared:
@@ -209,8 +205,8 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
-    cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]) or _run_card(a))})
-    cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]) or _run_card(b))})
+    cards_a, cards_b = (sorted({c for k in keys if (c := card(run.timings[k]) or _run_card(run))})
+                        for _, run, keys in sides)
     cards = (cards_a, cards_b) if cards_a and cards_b and cards_a != cards_b else None
     # Across cards, a change the cards themselves show on the kit's ceilings is not the code's.
     spread = card_spread(a, b, cards_a, cards_b) if cards else None
