@@ -8,8 +8,7 @@ import math
 import sys
 from typing import Any
 
-from kernelkit import KitError
-from kernelkit import document as doc
+from kernelkit import KitError, document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
 from kernelkit.diff_inputs import load_run
 from kernelkit.outputs import check_outputs, write_outputs

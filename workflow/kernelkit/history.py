@@ -109,9 +109,7 @@ def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
 
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
-    from kernelkit import document as doc
-    from kernelkit import figures
-    from kernelkit import units
+    from kernelkit import document as doc, figures, units
     from kernelkit.summary import natural_key
 
     cards = sorted({run.card for run in runs})

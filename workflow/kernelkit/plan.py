@@ -12,9 +12,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kernelkit import KitError, sweeps
-from kernelkit import config as kit_config
-from kernelkit import layout as paths
+from kernelkit import KitError, config as kit_config, layout as paths, sweeps
 
 # Snakemake priorities: the environment first (a machine without a GPU fails there), the ceilings
 # on a GPU as cold as the run's start, every check before any timing, then the timing jobs repeat

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from kernelkit import KitError
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 
 # Bounds no sensible experiment reaches, so that a typo stops here instead of in every job.
 MAX_DIMENSION = 2**31 - 1  # the kernels take their sizes as 32-bit integers

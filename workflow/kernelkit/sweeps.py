@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kernelkit import KitError
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 
 
 def configured_sweeps(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[specs.Sweep]:
