@@ -90,8 +90,7 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
             timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
-            profiles = layouts if config.get("profile") else 0
-            processes = timed + spans + profiles
+            processes = timed + spans + (layouts if config.get("profile") else 0)  # profiles
             calls = timed * timing_calls + spans * layouts * span_calls
             works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
     return works

@@ -202,12 +202,8 @@ def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
 
 
 def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [
-        (kernel, shape, layout)
-        for kernel, entry in config["kernels"].items()
-        for shape in entry["shapes"]
-        for layout in kernel_layouts(config, kernel)
-    ]
+    return [(kernel, shape, layout) for kernel, entry in config["kernels"].items()
+            for shape in entry["shapes"] for layout in kernel_layouts(config, kernel)]
 
 
 def span_kernels(config: dict[str, Any]) -> list[str]:

@@ -222,9 +222,8 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
         unclaimed=unclaimed)
 
 
-def compare(
-    a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE, seed: int = 0
-) -> DiffResult:
+def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE,
+            seed: int = 0) -> DiffResult:
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
     shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)

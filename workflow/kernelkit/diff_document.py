@@ -10,7 +10,7 @@ from typing import Any
 
 from kernelkit import KitError, document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
-from kernelkit.diff_inputs import load_run
+from kernelkit.diff_inputs import by_process, load_run, shared_processes
 from kernelkit.outputs import check_outputs, write_outputs
 from kernelkit.records import read_checked
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
@@ -93,8 +93,6 @@ def _config(run: Any) -> dict[str, Any] | None:
 
 def _processes(run: Any) -> str:
     """How many processes timed a run's records, and whether repeats shared one, from the records."""
-    from kernelkit.diff_inputs import by_process, shared_processes
-
     processes = by_process(run.timings.items())
     if not any(p[0] == "process" for p in processes):
         return f"{len(run.timings)} timing records naming no process (an older kit)"
@@ -192,7 +190,6 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
 
 # Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
 EXIT_OK, EXIT_SLOWER = 0, 1
-# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
 
 
 def open_fraction(text: str) -> float:
