@@ -34,11 +34,10 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     why = ("The GPU models differ" if any(label == "GPU model" for label, _, _ in result.environment)
            else "Two cards of one model can differ in speed")
     spreads = [c.card_spread for c in mixed if c.card_spread is not None]
-    allowance = ""
-    if spreads:
-        allowance = (f" Where both runs measured ceilings on the cards, a row across cards is FASTER or SLOWER only "
-                     f"beyond the threshold plus how far apart the two cards are on those measured the same way (copy, "
-                     f"L2, GEMM, harness floor): here {min(spreads):.1%} to {max(spreads):.1%}, named in each row's verdict.")
+    allowance = (f" Where both runs measured ceilings on the cards, a row across cards is FASTER or SLOWER only "
+                 f"beyond the threshold plus how far apart the two cards are on those measured the same way (copy, "
+                 f"L2, GEMM, harness floor): here {min(spreads):.1%} to {max(spreads):.1%}, named in each row's verdict."
+                 ) if spreads else ""
     if len(spreads) < len(mixed):
         allowance += (f" For {len(mixed) - len(spreads)} rows no ceiling was measured the same way on both cards, "
                       "and their threshold is not widened.")

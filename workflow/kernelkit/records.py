@@ -71,8 +71,7 @@ def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
 
 
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:
-    # allow_nan=False: a NaN that slipped into a result is a bug, and strict JSON
-    # readers (and diffs) must be able to parse every file the kit writes.
+    # allow_nan=False: a NaN in a result is a bug, and strict JSON readers must parse every file.
     write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
