@@ -8,15 +8,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from typing import NoReturn, Sequence
 
-from kernelkit import KitError
-from kernelkit import (ceilings, checks, config, controls, diff_document, environment, history, report, scaffold, span,
-                       timing, tools)
-
-# In the order a run goes through them; `kernelkit --help` lists them so.
-STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in (
-    config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history, scaffold))
+from kernelkit import (KitError, ceilings, checks, config, controls, diff_document, environment, gpulock, history,
+                       report, scaffold, span, timing, tools)
+from kernelkit.records import printable
 
 
 class OneSentenceParser(argparse.ArgumentParser):
@@ -29,18 +25,16 @@ class OneSentenceParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
-    for register in STAGES:
-        register(subparsers)
+    # In the order a run goes through them; `kernelkit --help` lists them so.
+    for stage in (config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history,
+                  scaffold):
+        stage.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from kernelkit.records import printable
-
     args = build_parser().parse_args(argv)
     if argv is None:
-        from kernelkit import gpulock
-
         gpulock.command_is_process()  # its own process: a GPU hold lasts until it exits
     try:
         return args.func(args)

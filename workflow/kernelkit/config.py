@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 from kernelkit import KitError, spec as specs, sweeps
 from kernelkit.config_file import YamlNumber, read_yaml, schema, schema_default
+from kernelkit.records import write_json_atomic
 from kernelkit.shape_bounds import check_bounds
 
 
@@ -235,8 +236,6 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_write_config(args: argparse.Namespace) -> int:
-    from kernelkit.records import write_json_atomic
-
     try:
         given = json.loads(args.json)
     except json.JSONDecodeError as error:

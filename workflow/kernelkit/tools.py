@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit.cases import hold_gpu, sanitizer_cases
+from kernelkit.gpulock import LockSettings, add_arguments as add_lock_argument
 from kernelkit.nvml import Nvml
 from kernelkit.records import write_record
 from kernelkit.sanitizer import SANITIZER_TOOLS, _kit, _run_tool, _tail, findings, layout_results
@@ -102,8 +103,6 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
         if spec.is_baseline(layout):  # which refuses a layout the spec does not define
             raise KitError(f"the sanitizer checks hand-written kernels; '{layout}' is a library baseline")
     if shutil.which("compute-sanitizer"):
-        from kernelkit.gpulock import LockSettings
-
         hold_gpu(LockSettings().with_dir(args.lock_dir), clock)  # the children run under this process's hold
     cases = [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(spec)]
     with clock.phase("tools"):
@@ -144,7 +143,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_profile_call(args: argparse.Namespace) -> int:
     """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
     holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
-    from kernelkit import device, gpujob, gpulock, library
+    from kernelkit import device, gpujob, library
     from kernelkit.inputs import timing_inputs
 
     spec = specs.load(args.kernel)
@@ -155,7 +154,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     if spec.is_baseline(args.layout):
         device.compile_layout(spec, args.layout)  # imports the package, seconds of CPU work, before the lock
     host_inputs = timing_inputs(spec, args.shape)
-    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
+    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, LockSettings(), gpujob.JobClock()):
         kernel = device.compile_layout(spec, args.layout)  # the context and the module: GPU work (kernelkit.gpulock)
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
@@ -173,8 +172,6 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from kernelkit.gpulock import add_arguments as add_lock_argument
-
     p = subparsers.add_parser("sanitize", help="compute-sanitizer memcheck and racecheck over hand-written layouts' "
                                                "correctness cases")
     p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
