@@ -87,10 +87,9 @@ def saw_foreign_work(record: dict[str, Any]) -> bool:
     """Whether the process timing this record saw another process's work on its GPU (its summary or a sample's tag)."""
     from kernelkit import foreign
 
-    if foreign.saw_foreign_work(record):
-        return True
     tags = record.get("sample_tags")
-    return isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags)
+    return bool(foreign.saw_foreign_work(record)) or (
+        isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags))
 
 
 def disturbed_count(record: dict[str, Any]) -> int:

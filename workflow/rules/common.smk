@@ -118,12 +118,8 @@ def kernel_sources(kernel):
 
 def checks_of(kernel):
     """Every record that gates a kernel's timing (kernelkit.cases.require_checked reads them all)."""
-    return {
-        "sources": kernel_sources(kernel),
-        "correctness": frozen(PLAN.correctness_files(kernel)),
-        "controls": frozen(PLAN.control_files(kernel)),
-        "sanitizer": frozen(PLAN.sanitizer_files(kernel)),
-    }
+    return {"sources": kernel_sources(kernel), "correctness": frozen(PLAN.correctness_files(kernel)),
+            "controls": frozen(PLAN.control_files(kernel)), "sanitizer": frozen(PLAN.sanitizer_files(kernel))}
 
 
 def checked(template, **part):
