@@ -13,9 +13,8 @@ from kernelkit import records
 
 
 def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
-    """The sentence that stops the run before any job starts, or None (then abandoned temporary
-    files are removed): a GPU job in a committed run, unless overwrite is given, or GPU jobs on a
-    machine without a usable GPU (when they run here), refused at once instead of one by one."""
+    """The sentence that stops the run before any job starts (a GPU job in a committed run, or GPU jobs
+    here without a usable GPU, refused at once), or None, once abandoned temporary files are removed."""
     measuring = [job for job in jobs if dict(job.resources).get("gpu", 0)]  # every GPU rule asks for gpu=1
     if measuring and frozen:
         return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "

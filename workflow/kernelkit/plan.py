@@ -14,9 +14,8 @@ from typing import Any, Mapping
 
 from kernelkit import KitError, config as kit_config, layout as paths, sweeps
 
-# Snakemake priorities: the environment first (a machine without a GPU fails there), the ceilings
-# on a GPU as cold as the run's start, every check before any timing, then the timing jobs repeat
-# by repeat in a seeded order, each repeat's spans after its timings.
+# Snakemake priorities: the environment first (no GPU fails there), the ceilings on a GPU as cold as the
+# run's start, every check, then timings repeat by repeat in a seeded order, each repeat's spans last.
 ENVIRONMENT_PRIORITY = 2**40
 CEILING_PRIORITY = 2**39
 CHECK_PRIORITY = 2**38
