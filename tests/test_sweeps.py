@@ -92,9 +92,11 @@ def test_a_sweep_the_spec_lacks_is_one_sentence(fixture_kernels):
 
 def test_plan_times_every_point_on_every_shape_and_repeat(fixture_kernels):
     config = kit_config.validate(kit_config.read_yaml(SWEEP_CONFIG), kernels_root=fixture_kernels)
-    from kernelkit.plan import Plan
+    from kernelkit.plan import Plan, layout_order
 
-    plan = Plan(config, {kernel: specs.load(kernel) for kernel in config["kernels"]}).timed_targets()
+    built = Plan(config, {kernel: specs.load(kernel) for kernel in config["kernels"]})
+    plan = [(job.kernel, job.shape, name, job.repeat) for job in built.timing_jobs() if job.cache == "warm"
+            for name in layout_order(built.seed, job.kernel, job.shape, job.repeat, job.cache, built.layouts[job.kernel])]
     expected = set()
     for kernel, entry in config["kernels"].items():
         spec = specs.load(kernel)

@@ -10,6 +10,5 @@ class KitError(Exception):
 
 
 def sha256_text(text: str) -> str:
-    """The SHA-256 of a text (a kernel's source, a config, a report): here, below every module, so that
-    spec can hash sources without importing the record formats."""
+    """The SHA-256 of a text: here, below every module, so spec can hash without the record formats."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -21,10 +21,8 @@ FP32_FLOPS_PER_S = 5.0e13
 
 
 def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[int] | None:
-    """The physical GPU indices the run uses, or None where the scheduler picks (`gpus: allocated`,
-    or a SLURM job without `gpus`: there the allocation chose the card). Else config key `gpus`,
-    CUDA_VISIBLE_DEVICES, NVML's count; without NVML or a GPU, [0], so that the jobs fail with the
-    kit's one sentence about the missing GPU, as on one card."""
+    """The physical GPU indices the run uses: None where the scheduler picks (`gpus: allocated`, or SLURM
+    without `gpus`), else config key `gpus`, CUDA_VISIBLE_DEVICES or NVML's count; [0] without a GPU."""
     environ = os.environ if environ is None else environ
     if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
@@ -59,11 +57,6 @@ def _nvml_count() -> int:
         return 0
 
 
-def resource(gpu: int) -> str:
-    """The Snakemake resource a job asks for to run on physical GPU `gpu`."""
-    return f"gpu_{gpu}"
-
-
 @dataclass(frozen=True)
 class Work:
     """The expected seconds of GPU-job work of one kernel/shape."""
@@ -75,8 +68,7 @@ class Work:
 
 
 def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
-    """Each configured kernel/shape's expected seconds of GPU work: per process an overhead, plus
-    its calls, each its bytes at copy rate plus its flops at FP32 rate."""
+    """Each configured kernel/shape's expected seconds of GPU work: an overhead per process, plus its calls."""
     from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
@@ -98,16 +90,14 @@ def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[W
             timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
             timed = layouts * timing["repeats"] * cache_views
             spans = span_repeats(dict(config)) if kernel in spanned else 0
-            profiles = layouts if config.get("profile") else 0
-            processes = timed + spans + profiles
+            processes = timed + spans + (layouts if config.get("profile") else 0)  # profiles
             calls = timed * timing_calls + spans * layouts * span_calls
             works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
     return works
 
 
 def assign(works: list[Work], gpus: list[int]) -> dict[tuple[str, str], int]:
-    """Kernel/shape -> GPU: longest work first onto the least-loaded card (ties: lower index, then
-    name order), so the same input always gives the same map."""
+    """Kernel/shape -> GPU: longest work first onto the least-loaded card, ties broken so it is deterministic."""
     if not gpus:
         raise KitError("no GPU to assign work to; config key 'gpus' needs at least one index")
     load = {gpu: 0.0 for gpu in gpus}
@@ -128,19 +118,9 @@ def kernels_by_work(works: list[Work]) -> dict[str, int]:
     return {kernel: rank for rank, kernel in enumerate(sorted(total, key=lambda kernel: (total[kernel], kernel)))}
 
 
-def loads(works: list[Work], placed: Mapping[tuple[str, str], int]) -> dict[int, float]:
-    """Expected seconds of work per GPU under an assignment."""
-    total: dict[int, float] = {gpu: 0.0 for gpu in set(placed.values())}
-    for work in works:
-        total[placed[(work.kernel, work.shape)]] += work.seconds
-    return total
-
-
 def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
-    """Kernel -> the card that runs its checks, spread by their number of jobs. Checks are not
-    compared across kernels, and until they pass they are all the work there is: on the card of
-    each kernel's first shape instead, five of six kernels' checks went to one of two H200s while
-    the other idled, and the first timing started 17.8 s into the run (h200-w2x2d)."""
+    """Kernel -> the card that runs its checks, spread by their number of jobs: until they pass they
+    are all the work there is (h200-w2x2d: on each kernel's first shape's card, one of two H200s idled)."""
     from kernelkit.config import kernel_layouts
 
     works = []

@@ -1,29 +1,22 @@
 """`kernelkit <stage>`: one process per workflow job, each writing one result file.
 
-Stage modules register their subcommands; failures are one sentence: a KitError or an argument
-error exits 2, anything unexpected 3 (traceback with KERNELKIT_DEBUG=1), so CI can tell a kit bug.
-"""
+Failures are one sentence: a KitError or an argument error exits 2, anything unexpected 3 (traceback
+with KERNELKIT_DEBUG=1), so CI can tell a kit bug."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from typing import NoReturn, Sequence
 
-from kernelkit import KitError
-from kernelkit import (ceilings, checks, config, controls, diff_document, environment, history, report, scaffold, span,
-                       timing, tools)
-
-# In the order a run goes through them; `kernelkit --help` lists them so.
-STAGES: tuple[Callable[[Any], None], ...] = tuple(module.register for module in (
-    config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history, scaffold))
-EXIT_INTERNAL = 3
+from kernelkit import (KitError, ceilings, checks, config, controls, diff_document, environment, gpulock, history,
+                       report, scaffold, span, timing, tools)
+from kernelkit.records import printable
 
 
 class OneSentenceParser(argparse.ArgumentParser):
-    """Argument errors as one sentence ("kernelkit diff: argument --threshold: ..."), not a usage block.
-    Subcommand parsers inherit this class from their parent."""
+    """Argument errors as one sentence, not a usage block (subcommand parsers inherit this class)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message}\n")
@@ -32,23 +25,17 @@ class OneSentenceParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OneSentenceParser(prog="kernelkit", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="command")
-    for register in STAGES:
-        register(subparsers)
+    # In the order a run goes through them; `kernelkit --help` lists them so.
+    for stage in (config, environment, ceilings, checks, controls, timing, span, tools, report, diff_document, history,
+                  scaffold):
+        stage.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if argv is None:
-        from kernelkit import gpulock
-
         gpulock.command_is_process()  # its own process: a GPU hold lasts until it exits
-    return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from kernelkit.records import printable
-
     try:
         return args.func(args)
     except KitError as error:
@@ -60,4 +47,4 @@ def _run(args: argparse.Namespace) -> int:
         detail = printable(" ".join(str(error).split()))[:200]
         print(f"kernelkit {args.command}: internal error: {type(error).__name__}: {detail} "
               "(KERNELKIT_DEBUG=1 shows the traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return 3

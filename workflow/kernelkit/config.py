@@ -1,8 +1,5 @@
-"""The workflow's configuration: validation with one-sentence errors, and defaults.
-
-The Snakefile and the command line both go through `validate`, so a bad key gets the same
-sentence wherever it is found, before any GPU work; it fills in the schema's defaults as
-Snakemake's `validate(config, schema, set_default=True)` does, so both see one config."""
+"""The workflow's configuration: the Snakefile and the command line both go through `validate`, so a
+bad key gets the same one sentence wherever it is found, and both see the schema's defaults filled in."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from typing import Any, ClassVar, Iterator, Mapping, Sequence
 
 from kernelkit import KitError, spec as specs, sweeps
 from kernelkit.config_file import YamlNumber, read_yaml, schema, schema_default
+from kernelkit.records import write_json_atomic
 from kernelkit.shape_bounds import check_bounds
 
 
@@ -22,21 +20,13 @@ def load(path: str | Path) -> dict[str, Any]:
     return validate(config if config is not None else {})
 
 
-def _strict_validator() -> Any:
-    """Draft 2020-12 with 'integer' meaning an int: else `samples: 15.0` passes and fails every timing job."""
+def _check_schema(instance: Any, node: dict[str, Any]) -> None:
+    """KitError with the first error of Draft 2020-12 that fills in each absent property's `default`
+    before it checks it, 'integer' meaning an int (else `samples: 15.0` fails every timing job)."""
     import jsonschema
 
     base = jsonschema.Draft202012Validator
-    checker = base.TYPE_CHECKER.redefine(
-        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
-    return jsonschema.validators.extend(base, type_checker=checker)
-
-
-def _defaulting_validator(node: dict[str, Any]) -> Any:
-    """A validator that fills in each absent property that has a `default`, then checks it."""
-    import jsonschema
-
-    check_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+    check_properties = base.VALIDATORS["properties"]
 
     def properties_with_defaults(validator: Any, properties: dict[str, Any], instance: Any,
                                  node: dict[str, Any]) -> Iterator[Any]:
@@ -46,32 +36,27 @@ def _defaulting_validator(node: dict[str, Any]) -> Any:
                     instance.setdefault(name, copy.deepcopy(subschema["default"]))
         yield from check_properties(validator, properties, instance, node)
 
-    extended = jsonschema.validators.extend(_strict_validator(), {"properties": properties_with_defaults})
-    return extended(node)
-
-
-def _first_error(instance: Any, node: dict[str, Any]) -> str | None:
-    errors = sorted(_defaulting_validator(node).iter_errors(instance),
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, instance: isinstance(instance, int) and not isinstance(instance, bool))
+    validator = jsonschema.validators.extend(base, {"properties": properties_with_defaults}, type_checker=checker)
+    errors = sorted(validator(node).iter_errors(instance),
                     key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    return _sentence(errors[0], node) if errors else None
+    if errors:
+        raise KitError(_sentence(errors[0], node))
 
 
 def validate(config: Any, kernels_root: Path | None = None) -> dict[str, Any]:
-    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key
-    and what is allowed. The argument itself is not changed."""
+    """A copy of the config with the schema's defaults filled in, or KitError naming the bad key."""
     _check_control_characters(config, [])
     config = copy.deepcopy(config)
-    error = _first_error(config, schema())
-    if error:
-        raise KitError(error)
+    _check_schema(config, schema())
     _check_against_specs(config, kernels_root)
     return config
 
 
 class StageSettings:
-    """Base of each stage's settings object: built from the validated config by `from_config`,
-    and handed to the stage's rule as one JSON param holding the config keys in SECTIONS, so that
-    Snakemake reruns exactly the targets whose settings changed."""
+    """Base of each stage's settings, handed to its rule as one JSON param of the config keys in
+    SECTIONS, so that Snakemake reruns exactly the targets whose settings changed."""
 
     SECTIONS: ClassVar[Mapping[str, Sequence[str]]]
 
@@ -87,9 +72,8 @@ class StageSettings:
 
     @classmethod
     def from_json(cls, text: str) -> Any:
-        """What the stage's command builds from its --settings argument, checked against the same
-        schema as the whole config: a key with a default is filled in when left out, a required key
-        must be there, and no key outside the stage's slice may be."""
+        """What the stage's command builds from its --settings argument, checked against the whole
+        config's schema cut to the stage's slice (defaults filled in, no key outside the slice)."""
         try:
             payload = json.loads(text)
         except json.JSONDecodeError as error:
@@ -106,9 +90,7 @@ class StageSettings:
             if section in required:
                 part.pop("default", None)
             node["properties"][section] = part
-        error = _first_error(payload, node)
-        if error:
-            raise KitError(error)
+        _check_schema(payload, node)
         return cls.from_config(payload)
 
 
@@ -221,12 +203,8 @@ def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
 
 
 def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [
-        (kernel, shape, layout)
-        for kernel, entry in config["kernels"].items()
-        for shape in entry["shapes"]
-        for layout in kernel_layouts(config, kernel)
-    ]
+    return [(kernel, shape, layout) for kernel, entry in config["kernels"].items()
+            for shape in entry["shapes"] for layout in kernel_layouts(config, kernel)]
 
 
 def span_kernels(config: dict[str, Any]) -> list[str]:
@@ -258,8 +236,6 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_write_config(args: argparse.Namespace) -> int:
-    from kernelkit.records import write_json_atomic
-
     try:
         given = json.loads(args.json)
     except json.JSONDecodeError as error:

@@ -1,12 +1,7 @@
-"""Compare two runs: what changed in the setup, and which timings changed beyond noise.
-
-The unit is a configuration (kernel, shape, layout) with all its repeats. Repeats exist to show
-between-process noise, so the interval for B/A resamples processes as well as samples
-(kernelkit.stats.ratio_interval); repeats one worker process ran are one process, and where all of
-a side's repeats ran in one, no change is claimed (`one_process`). Intervals are Bonferroni-corrected
-so that the whole table, not each row, has the stated confidence. Computation lives here, rendering
-in kernelkit.diff_document: tests and other stages read the numbers, never the text.
-"""
+"""Compare two runs, per configuration (kernel, shape, layout) with all its repeats: what changed
+in the setup, and which timings changed beyond noise. Repeats show between-process noise, so B/A's
+interval resamples processes too, and a side whose repeats all ran in one process claims no change;
+intervals are Bonferroni-corrected for the whole table. Rendering is kernelkit.diff_document's."""
 
 from __future__ import annotations
 
@@ -63,11 +58,8 @@ class Comparison:
     foreign_work: list[str] = field(default_factory=list)  # "A rep1", ... : processes that saw foreign GPU work
     disturbed: list[str] = field(default_factory=list)  # "A rep1: 3 of 15", ... : throttled or low-clock samples
     cards: tuple[list[str], list[str]] | None = None  # the cards of A and of B, when they differ
-    # When the cards differ: how much they differ on the kit's own ceilings (largest |B/A - 1|
-    # over copy, L2, GEMM and harness floor), added to the threshold; None where not measured.
-    card_spread: float | None = None
-    # The sides ("A", "B") whose two or more repeats all ran in one process, and the verdict the
-    # interval and the processes would otherwise give (FASTER or SLOWER), which is then not claimed.
+    card_spread: float | None = None  # how far apart those cards are (card_spread), added to the threshold
+    # The sides whose repeats all ran in one process, and the FASTER or SLOWER not claimed for it.
     one_process: list[str] = field(default_factory=list)
     unclaimed: str | None = None
 
@@ -145,11 +137,9 @@ class DiffResult:
 
     def geometric_means(self) -> dict[str, float]:
         """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
-        groups: dict[str, list[float]] = {"": []}
-        for c in self.comparisons:
-            groups.setdefault(c.kernel, []).append(c.interval.ratio)
-            groups[""].append(c.interval.ratio)
-        return {kernel: geometric_mean(ratios) for kernel, ratios in groups.items() if ratios}
+        kernels = ["", *dict.fromkeys(c.kernel for c in self.comparisons)] if self.comparisons else []
+        return {kernel: geometric_mean([c.interval.ratio for c in self.comparisons if kernel in ("", c.kernel)])
+                for kernel in kernels}
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -159,13 +149,9 @@ def _sort_key(key: tuple) -> tuple:
 
 
 def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, int]], result: DiffResult) -> None:
-    for label, path in ENVIRONMENT_FIELDS:
-        value_a, value_b = _lookup(a.environment, path), _lookup(b.environment, path)
-        if value_a != value_b:
-            result.environment.append((label, value_a, value_b))
-    range_a, range_b = _sm_clock_range(a), _sm_clock_range(b)
-    if range_a != range_b:
-        result.environment.append(("SM clock seen around timed targets (MHz)", range_a, range_b))
+    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
+    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
+    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
 
     changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
     for key in shared:
@@ -194,10 +180,8 @@ def _run_card(run: RunFiles) -> str | None:
 
 
 def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]) -> float | None:
-    """How far apart the cards of A and B are on the ceilings both runs measured on them the same
-    way (diff_inputs.ceiling_measure): the largest |B/A - 1| of the per-card medians over every
-    pair of cards; None when a pair has no such ceiling (nothing measured says how far apart they
-    are; a ceiling measured another way would count a change of method as one of card)."""
+    """The largest |B/A - 1| of the per-card ceiling medians over every pair of cards, on ceilings
+    both measured the same way (else a change of method counts as one of card); None when a pair has none."""
     spreads = []
     for card_a in cards_a:
         for card_b in cards_b:
@@ -221,16 +205,14 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
-    cards_a = sorted({c for k in keys_a if (c := card(a.timings[k]) or _run_card(a))})
-    cards_b = sorted({c for k in keys_b if (c := card(b.timings[k]) or _run_card(b))})
+    cards_a, cards_b = (sorted({c for k in keys if (c := card(run.timings[k]) or _run_card(run))})
+                        for _, run, keys in sides)
     cards = (cards_a, cards_b) if cards_a and cards_b and cards_a != cards_b else None
     # Across cards, a change the cards themselves show on the kit's ceilings is not the code's.
     spread = card_spread(a, b, cards_a, cards_b) if cards else None
     threshold_used = threshold + (spread or 0.0)
     called = verdict(interval, threshold_used, process_order(groups_a, groups_b))
-    # The verdict's rule asks every process of B to lie beyond every process of A; repeats that
-    # were meant to be processes but ran in one do not show whether a process stayed in a
-    # slower state for its whole life (kernelkit.stats.verdict), so no change is claimed.
+    # Repeats that ran in one process cannot show whether a process stayed slow all its life.
     unclaimed = called if called in ("FASTER", "SLOWER") and one_process else None
     return Comparison(
         *config, median_a=median(s for g in groups_a for s in g), median_b=median(s for g in groups_b for s in g),
@@ -240,9 +222,8 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
         unclaimed=unclaimed)
 
 
-def compare(
-    a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE, seed: int = 0
-) -> DiffResult:
+def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE,
+            seed: int = 0) -> DiffResult:
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
     shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)

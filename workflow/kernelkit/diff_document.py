@@ -1,10 +1,5 @@
-"""The diff as a document, and its command: what differs between the two runs first (kit, card,
-driver, clocks, config, processes), then the verdict counts and the geometric-mean change, then
-the rows.
-
-Only rendering and the command live here; every number and verdict comes from kernelkit.diff's
-DiffResult, which knows nothing of documents.
-"""
+"""The diff as a document, and its command: what differs between the runs (kit, card, driver,
+clocks, config, processes), then the verdicts, then the rows. Every number comes from kernelkit.diff."""
 
 from __future__ import annotations
 
@@ -13,10 +8,9 @@ import math
 import sys
 from typing import Any
 
-from kernelkit import KitError
-from kernelkit import document as doc
+from kernelkit import KitError, document as doc
 from kernelkit.diff import ENVIRONMENT_FIELDS, Comparison, DiffResult, compare
-from kernelkit.diff_inputs import load_run
+from kernelkit.diff_inputs import by_process, load_run, shared_processes
 from kernelkit.outputs import check_outputs, write_outputs
 from kernelkit.records import read_checked
 from kernelkit.stats import DIFF_CONFIDENCE, DIFF_THRESHOLD
@@ -40,11 +34,10 @@ def gpu_banner(result: DiffResult) -> doc.Paragraph | None:
     why = ("The GPU models differ" if any(label == "GPU model" for label, _, _ in result.environment)
            else "Two cards of one model can differ in speed")
     spreads = [c.card_spread for c in mixed if c.card_spread is not None]
-    allowance = ""
-    if spreads:
-        allowance = (f" Where both runs measured ceilings on the cards, a row across cards is FASTER or SLOWER only "
-                     f"beyond the threshold plus how far apart the two cards are on those measured the same way (copy, "
-                     f"L2, GEMM, harness floor): here {min(spreads):.1%} to {max(spreads):.1%}, named in each row's verdict.")
+    allowance = (f" Where both runs measured ceilings on the cards, a row across cards is FASTER or SLOWER only "
+                 f"beyond the threshold plus how far apart the two cards are on those measured the same way (copy, "
+                 f"L2, GEMM, harness floor): here {min(spreads):.1%} to {max(spreads):.1%}, named in each row's verdict."
+                 ) if spreads else ""
     if len(spreads) < len(mixed):
         allowance += (f" For {len(mixed) - len(spreads)} rows no ceiling was measured the same way on both cards, "
                       "and their threshold is not widened.")
@@ -86,10 +79,7 @@ def _summary(result: DiffResult) -> list[doc.Block]:
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
-        found: dict[str, Any] = {}
-        for key, item in value.items():
-            found.update(_flatten(item, f"{prefix}{key}."))
-        return found
+        return {k: v for key, item in value.items() for k, v in _flatten(item, f"{prefix}{key}.").items()}
     return {prefix.rstrip("."): value}
 
 
@@ -102,8 +92,6 @@ def _config(run: Any) -> dict[str, Any] | None:
 
 def _processes(run: Any) -> str:
     """How many processes timed a run's records, and whether repeats shared one, from the records."""
-    from kernelkit.diff_inputs import by_process, shared_processes
-
     processes = by_process(run.timings.items())
     if not any(p[0] == "process" for p in processes):
         return f"{len(run.timings)} timing records naming no process (an older kit)"
@@ -126,8 +114,7 @@ def _card(environment: dict[str, Any]) -> str:
 
 
 def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """The rows where A and B differ (kit, card, driver, clocks, config, processes, every
-    environment field the diff compares), and the names of those that are the same."""
+    """The rows where A and B differ (kit, card, environment, config, processes), and the names of the same."""
     rows: list[tuple[str, str, str]] = []
     same: list[str] = []
 
@@ -202,7 +189,6 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
 
 # Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
 EXIT_OK, EXIT_SLOWER = 0, 1
-# 2 (unusable input) is every KitError, which the CLI prints as one sentence.
 
 
 def open_fraction(text: str) -> float:

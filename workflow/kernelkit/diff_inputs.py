@@ -1,12 +1,6 @@
-"""The result files a diff reads, checked before any number is computed from them.
-
-A diff gates CI, so a file it cannot use must stop it with one sentence naming that file (exit 2),
-never turn into a verdict: a NaN sample would make the ratio NaN and the verdict SAME, a string
-sample would crash the bootstrap. Every field the diff reads is checked here. Fields it only
-displays, and the optional ones older kits lack (foreign work, disturbed samples, the card of a
-record, each card's ceilings), are read defensively where they are used: a card's ceiling that is
-missing or unusable leaves that card's spread unmeasured, it does not stop the diff.
-"""
+"""The result files a diff reads, checked before any number is computed from them: a diff gates
+CI, so an unusable file stops it with one sentence (exit 2) instead of a verdict (a NaN sample makes
+the verdict SAME). Fields only displayed, or that older kits lack, are read defensively where used."""
 
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ class RunFiles:
     correctness: dict[tuple[str, str], dict[str, Any]]
     controls: dict[tuple[str, str], dict[str, Any]]
     timings: dict[TimingKey, dict[str, Any]]
-    # Per card UUID and ceiling: the median microseconds, and how it was measured
-    # (ceiling_measure), without which two cards' ceilings are not comparable.
+    # Per card UUID and ceiling: the median microseconds, and how it was measured (ceiling_measure).
     card_ceilings: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
 
 
@@ -64,23 +57,15 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
     return found
 
 
-def process_of(record: dict[str, Any], key: TimingKey) -> tuple[Any, ...]:
-    """Which process timed a record: the pid and start its job clock names (`process`; runs of an
-    earlier kit name a long-lived `worker`), else the record's own process, one per repeat."""
-    job = record.get("job")
-    for name in ("process", "worker"):
-        process = job.get(name) if isinstance(job, dict) else None
-        if isinstance(process, dict) and process.get("pid") is not None:
-            return ("process", process.get("pid"), process.get("started_unix_s"))
-    return ("own process", key)
-
-
 def by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-    """The records of each process that timed these (key, record) pairs (`process_of`), in the order
-    the processes first appear."""
+    """The records of each process that timed these (key, record) pairs, in order of first appearance:
+    the process its job clock names (an earlier kit's `worker`), else the record's own."""
     found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for key, record in keyed:
-        found.setdefault(process_of(record, key), []).append(record)
+        job = record.get("job") if isinstance(record.get("job"), dict) else {}
+        named = [p for p in (job.get("process"), job.get("worker")) if isinstance(p, dict) and p.get("pid") is not None]
+        process = ("process", named[0]["pid"], named[0].get("started_unix_s")) if named else ("own process", key)
+        found.setdefault(process, []).append(record)
     return found
 
 
@@ -90,8 +75,7 @@ def samples_by_process(keyed: Iterable[tuple[Any, dict[str, Any]]]) -> list[list
 
 
 def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> tuple[int, int]:
-    """How many configurations (kernel, shape, layout) these processes timed, and in how many of
-    them two repeats shared a process."""
+    """How many configurations these processes timed, and in how many two repeats shared a process."""
     configurations: dict[tuple[Any, ...], list[Any]] = {}
     for process, records in processes.items():
         for r in records:
@@ -100,14 +84,12 @@ def shared_processes(processes: dict[tuple[Any, ...], list[dict[str, Any]]]) -> 
 
 
 def saw_foreign_work(record: dict[str, Any]) -> bool:
-    """Whether the process timing this record saw another process's work on its GPU: a foreign
-    process named in its summary (an empty list means it looked and saw none) or a sample tagged so."""
+    """Whether the process timing this record saw another process's work on its GPU (its summary or a sample's tag)."""
     from kernelkit import foreign
 
-    if foreign.saw_foreign_work(record):
-        return True
     tags = record.get("sample_tags")
-    return isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags)
+    return bool(foreign.saw_foreign_work(record)) or (
+        isinstance(tags, list) and any(isinstance(tag, dict) and tag.get("foreign") for tag in tags))
 
 
 def disturbed_count(record: dict[str, Any]) -> int:
@@ -121,18 +103,6 @@ def card(record: dict[str, Any]) -> str | None:
     if isinstance(uuid, str) and uuid:
         return uuid
     return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
-
-
-def _timings(root: Path) -> dict[TimingKey, dict[str, Any]]:
-    timings: dict[TimingKey, dict[str, Any]] = {}
-    for _, record in read_run_records(root, "timing"):
-        if "skipped" in record:  # a library missing on that machine: shows up as "only in" the other run
-            continue
-        timings[(record["kernel"], record["shape"], record["layout"], record["repeat"])] = record
-    if not timings:
-        raise KitError(f"run directory {printable(str(root))} holds no timing records "
-                       "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
-    return timings
 
 
 def _correctness(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -151,7 +121,12 @@ def load_run(path: str | Path) -> RunFiles:
         raise KitError(f"{printable(str(root))} is a file, not a run directory (results/<run>)")
     if not root.is_dir():
         raise KitError(f"run directory {printable(str(root))} does not exist")
-    timings = _timings(root)
+    # A layout skipped for a library missing on that machine shows up as "only in" the other run.
+    timings = {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
+               for _, r in read_run_records(root, "timing") if "skipped" not in r}
+    if not timings:
+        raise KitError(f"run directory {printable(str(root))} holds no timing records "
+                       "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),
                     correctness=_correctness(root), controls=_controls(root), timings=timings,
                     card_ceilings=_card_ceilings(root))

@@ -12,16 +12,10 @@ from typing import Any, Iterable
 from kernelkit import records
 
 
-def gpu_jobs(jobs: Iterable[Any]) -> list[Any]:
-    """The planned jobs that declare the GPU (every GPU rule asks for gpu=1)."""
-    return [job for job in jobs if dict(job.resources).get("gpu", 0)]
-
-
 def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, local: bool) -> str | None:
-    """The sentence that stops the run before any job starts, or None (then abandoned temporary
-    files are removed): a GPU job in a committed run, unless overwrite is given, or GPU jobs on a
-    machine without a usable GPU (when they run here), refused at once instead of one by one."""
-    measuring = gpu_jobs(jobs)
+    """The sentence that stops the run before any job starts (a GPU job in a committed run, or GPU jobs
+    here without a usable GPU, refused at once), or None, once abandoned temporary files are removed."""
+    measuring = [job for job in jobs if dict(job.resources).get("gpu", 0)]  # every GPU rule asks for gpu=1
     if measuring and frozen:
         return (f"run '{run}' is committed (git tracks files in {run_dir}/) and this command would run "
                 f"{len(measuring)} GPU job{'s' if len(measuring) != 1 else ''} in it (first: {measuring[0].output[0]}); "
@@ -38,9 +32,8 @@ def before_first_job(jobs: list[Any], run: str, run_dir: str, frozen: bool, loca
 
 
 def failure_lines(failed: Iterable[Any]) -> list[str]:
-    """Each failed job's own sentence, the last line of its log, so that the reason is on screen and
-    not only in results/{run}/logs/. A failed group job (a SLURM allocation) stands for its jobs
-    that left an output missing."""
+    """Each failed job's own sentence, the last line of its log, on screen; a failed group job (a
+    SLURM allocation) stands for its jobs that left an output missing."""
     lines = []
     jobs = [inner for job in failed for inner in getattr(job, "jobs", [job])
             if inner is job or not all(os.path.exists(name) for name in inner.output)]
@@ -74,10 +67,8 @@ def descendants(pid: int) -> list[int]:
 
 
 def stop_jobs_on_signals() -> None:
-    """On SIGINT or SIGTERM to Snakemake alone, end the jobs too, then let Snakemake handle the
-    signal. Why: Snakemake waits for the jobs in flight, minutes of GPU work for a user who asked
-    to stop (a Ctrl-C reaches the jobs already, a `kill` of Snakemake's pid does not). Ending a job
-    leaves no partial record: the GPU lock is a flock, and records are written atomically."""
+    """On SIGINT or SIGTERM to Snakemake alone, end the jobs too (else it waits minutes for them),
+    then let Snakemake handle the signal; records are atomic and the lock a flock, so none is left half."""
     for number in (signal.SIGINT, signal.SIGTERM):
         previous = signal.getsignal(number)
 

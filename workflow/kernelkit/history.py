@@ -1,11 +1,6 @@
-"""`kernelkit history results/`: every configuration's median across all the runs in a folder.
-
-What a user needs to see a regression across many runs: per run (by the date its environment
-record was captured) the card and the kit commit that made it, and per configuration its pooled
-median and the range of its repeats' medians; as a page with one small figure per kernel/shape, and
-as a CSV with one row per run and configuration. Records are read only through the kit's validating
-reader: a run it refuses is named on the page with the reader's sentence, never guessed at.
-"""
+"""`kernelkit history results/`: every configuration's median across all the runs in a folder, by
+date, with each run's card and kit commit, to see a regression across many runs. Records are read
+only through the kit's validating reader: a run it refuses is named with its sentence, never guessed at."""
 
 from __future__ import annotations
 
@@ -73,8 +68,7 @@ def read_run(path: Path) -> RunSummary:
 
 
 def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
-    """Every run folder under `folder` (a folder holding environment.json), ordered by date; and
-    the folders the reader refused, each with its sentence."""
+    """Every run folder under `folder` (one with environment.json) by date, and those refused with why."""
     if not folder.is_dir():
         raise KitError(f"{printable(str(folder))} is not a folder of runs (results/)")
     runs, refused = [], []
@@ -115,9 +109,7 @@ def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
 
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
-    from kernelkit import document as doc
-    from kernelkit import figures
-    from kernelkit import units
+    from kernelkit import document as doc, figures, units
     from kernelkit.summary import natural_key
 
     cards = sorted({run.card for run in runs})

@@ -1,11 +1,6 @@
-"""The target plan of a run: which records it makes, which job makes each, and in what order.
-
-Plain Python, so that common.smk only asks it and tests need no Snakemake. Per kernel, one job
-per check stage; per kernel/shape/repeat/cache, one timing job for every layout, a record each;
-per kernel/shape/repeat, one span job. Why: a process pays Python, CuPy, a CUDA context and maybe
-Torch (4-6 s) before its first launch: 370 times for the default config with one per layout and
-repeat, 87 times so, and every repeat still has its own process, which the diff rests on.
-"""
+"""The target plan of a run: which records it makes, which job makes each, and in what order; plain
+Python, so tests need no Snakemake. One timing job per kernel/shape/repeat/cache times every layout:
+a process pays 4-6 s before its first launch, and every repeat still has its own, which the diff needs."""
 
 from __future__ import annotations
 
@@ -17,13 +12,10 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from kernelkit import KitError, sweeps
-from kernelkit import config as kit_config
-from kernelkit import layout as paths
+from kernelkit import KitError, config as kit_config, layout as paths, sweeps
 
-# Snakemake priorities: the environment first (a machine without a GPU fails there), the ceilings
-# on a GPU as cold as the run's start, every check before any timing, then the timing jobs repeat
-# by repeat in a seeded order, each repeat's spans after its timings.
+# Snakemake priorities: the environment first (no GPU fails there), the ceilings on a GPU as cold as the
+# run's start, every check, then timings repeat by repeat in a seeded order, each repeat's spans last.
 ENVIRONMENT_PRIORITY = 2**40
 CEILING_PRIORITY = 2**39
 CHECK_PRIORITY = 2**38
@@ -31,9 +23,8 @@ REPEAT_STEP = 2**32
 
 
 def order_key(seed: int, repeat: int, kernel: str, shape: str, cache: str = "warm") -> int:
-    """A seeded key of one timing job; within a repeat, jobs run in ascending key. A key per job
-    (not a shuffled list) keeps each job's place when others are added, and each repeat its own
-    order, so that drift lands on different kernels in different repeats."""
+    """A seeded key of one timing job; within a repeat, jobs run in ascending key. A key per job keeps
+    each job's place when others are added, and drift lands on different kernels in each repeat."""
     return zlib.crc32(f"{seed}/{repeat}/{kernel}/{shape}/{cache}".encode())
 
 
@@ -89,7 +80,6 @@ class Plan:
     def path(self, template: str, **parts: Any) -> str:
         return paths.path(template, run=self.run, **parts)
 
-    # --- records -------------------------------------------------------------------------------
     def correctness_files(self, kernel: str) -> list[str]:
         return [self.path(paths.CORRECTNESS, kernel=kernel, layout=name) for name in self.layouts[kernel]]
 
@@ -106,8 +96,7 @@ class Plan:
                           layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
 
     def timing_jobs(self) -> list[TimingJob]:
-        """Every timing job in the order the workflow runs them; made once, as every input function
-        of a timing target asks for it."""
+        """Every timing job in the order the workflow runs them, made once (each timing target asks)."""
         if self._jobs is None:
             self._jobs = []
             for repeat in range(1, self.repeats + 1):
@@ -119,12 +108,6 @@ class Plan:
     def timing_files(self, kernel: str | None = None, cache: str = "warm") -> list[str]:
         return [name for job in self.timing_jobs() if kernel in (None, job.kernel) and job.cache == cache
                 for name in self.timing_job_files(job)]
-
-    def timed_targets(self, cache: str = "warm") -> list[tuple[str, str, str, int]]:
-        """(kernel, shape, layout, repeat) of every timed layout, in the order they are timed."""
-        return [(job.kernel, job.shape, name, job.repeat) for job in self.timing_jobs() if job.cache == cache
-                for name in layout_order(self.seed, job.kernel, job.shape, job.repeat, job.cache,
-                                         self.layouts[job.kernel])]
 
     def span_priority(self, repeat: int) -> int:
         """After every timing job of the same repeat, before any of the next."""
@@ -151,17 +134,14 @@ class Plan:
         return [self.path(paths.PROFILE, kernel=k, shape=s, layout=name) for k in self.kernels
                 for s in self.shapes(k) for name in self.layouts[k] if self.config.get("profile")]
 
-    def report_files(self) -> list[str]:
-        return [self.path(paths.SUMMARY), self.path(paths.REPORT_MARKDOWN), self.path(paths.REPORT_HTML)]
-
     def all_targets(self, gpus: list[int] | None = None) -> list[str]:
         targets = [self.path(paths.ENVIRONMENT), *self.ceiling_files(), *self.card_record_files(gpus)]
         for kernel in self.kernels:
             targets += self.correctness_files(kernel) + self.control_files(kernel) + self.sanitizer_files(kernel)
+        reports = [self.path(template) for template in (paths.SUMMARY, paths.REPORT_MARKDOWN, paths.REPORT_HTML)]
         return (targets + self.timing_files() + self.timing_files(cache="cold") + self.span_files()
-                + self.profile_files() + self.report_files())
+                + self.profile_files() + reports)
 
-    # --- targets a person names --------------------------------------------------------------------
     def target_problem(self, target: str, gpus: list[int] | None = None) -> str | None:
         """One sentence on what is wrong with a target path a command names, or None for one this
         plan builds (or that is not a run's record, which Snakemake judges itself)."""
@@ -239,8 +219,8 @@ def committed(run_dir: str, repo: str) -> bool:
     it holds summary.csv, which a run writes when it completes (the marker that survives a copy)."""
     try:
         listed = subprocess.run(["git", "ls-files", "--", run_dir], cwd=repo, capture_output=True, text=True, timeout=30)
+        if listed.returncode == 0:
+            return bool(listed.stdout.strip())
     except (OSError, subprocess.SubprocessError):
-        listed = None
-    if listed is not None and listed.returncode == 0:
-        return bool(listed.stdout.strip())
+        pass
     return os.path.exists(os.path.join(run_dir, "summary.csv"))

@@ -32,9 +32,12 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 def write_temp(target: Path, data: bytes) -> str:
     """A synced temporary file beside `target` holding `data`, for the caller to rename into place."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target.name))
+    prefix = f".{target.name}.tmp-{socket.gethostname()}-{os.getpid()}-"
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are for everyone to read
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -50,44 +53,25 @@ def write_temp(target: Path, data: bytes) -> str:
 _TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.tmp-(?P<host>.+)-(?P<pid>[0-9]+)-[A-Za-z0-9_]+$")
 
 
-def _temp_prefix(target_name: str) -> str:
-    return f".{target_name}.tmp-{socket.gethostname()}-{os.getpid()}-"
-
-
-def process_alive(pid: int) -> bool:
-    """Whether process `pid` runs on this host (one of another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by another user
-        pass
-    return True
-
-
 def remove_abandoned_temps(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temporary files of interrupted atomic writes under a run directory, and say which.
-    Only those whose writer ran on this host and is gone: a parallel job may be writing one right
-    now, and a writer on another host (a cluster node) cannot be checked from here."""
+    """Delete the temporary files of interrupted atomic writes under a run directory, and say which: only
+    those whose writer ran on this host and is gone (another host's writer cannot be checked from here)."""
     removed = []
     for candidate in Path(run_dir).rglob(".*.tmp-*"):
         match = _TEMP_NAME.match(candidate.name)
-        if (match and match["host"] == socket.gethostname() and candidate.is_file()
-                and not process_alive(int(match["pid"]))):
-            candidate.unlink(missing_ok=True)
-            removed.append(candidate)
+        if match and match["host"] == socket.gethostname() and candidate.is_file():
+            try:
+                os.kill(int(match["pid"]), 0)
+            except ProcessLookupError:  # its writer is gone (PermissionError: another user's, alive)
+                candidate.unlink(missing_ok=True)
+                removed.append(candidate)
+            except PermissionError:
+                pass
     return removed
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> None:
-    # allow_nan=False: a NaN that slipped into a result is a bug, and strict JSON
-    # readers (and diffs) must be able to parse every file the kit writes.
+    # allow_nan=False: a NaN in a result is a bug, and strict JSON readers must parse every file.
     write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
@@ -118,9 +102,7 @@ def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def upgrade(record: dict[str, Any], where: Any = "record") -> dict[str, Any]:
     """A record of any known version in the current format; KitError for one from a newer kit.
-    Version 1 timing records lacked what did not exist yet: the event fallback (every sample a
-    graph replay), cold caches (warm) and the stopping rule (a fixed count). A missing
-    `disturbed_samples` stays missing: the sampler did not run, which is not zero."""
+    Version 1 timings lacked what did not exist yet (a missing `disturbed_samples` is not zero)."""
     version = record.get("format_version", 1)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise KitError(f"{where} has format version {version!r}; this kit reads versions 1 to {FORMAT_VERSION}")
@@ -145,9 +127,8 @@ def canonical_hash(payload: Any) -> str:
 
 
 def run_time(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields.
-    A process that wrote several records counts once, with its latest clock; records from before
-    jobs were timed have no "job" field and are counted, not guessed."""
+    """The run's wall time and its jobs' waits for the GPU lock, from the records' "job" fields; a
+    process that wrote several records counts once, with its latest clock."""
     from statistics import median
 
     latest: dict[Any, dict[str, Any]] = {}
@@ -246,9 +227,8 @@ def _agree(kind: str, path: Path, named: tuple[str, ...], recorded: tuple[Any, .
 
 
 def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
-    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what
-    every reader needs, including that the target its fields name is the one its path names, and
-    brought to the current format."""
+    """One record of a run (kind: a key of layout.KINDS, environment or config), checked for what every
+    reader needs (its fields must name the target its path names), in the current format."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -338,9 +318,8 @@ def read_checked(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
 
 
 def read_run_records(run_dir: str | os.PathLike[str], kind: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Every record of one kind in a run folder, read by `read_checked`, with its path; timings and
-    spans must number each configuration's repeats without a gap (a gap is a record of another run
-    copied in, or one removed by hand)."""
+    """Every record of one kind in a run folder with its path; each configuration's repeats must be
+    numbered without a gap (a record of another run copied in, or one removed by hand)."""
     from kernelkit.layout import run_result_files
 
     found = [(path, read_checked(path, kind)) for path in run_result_files(run_dir, kind)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import math
 
-from kernelkit import KitError
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 
 # Bounds no sensible experiment reaches, so that a typo stops here instead of in every job.
 MAX_DIMENSION = 2**31 - 1  # the kernels take their sizes as 32-bit integers
@@ -34,9 +33,8 @@ def _gib(count: float) -> str:
 
 
 def check_fits(spec: specs.KernelSpec, shape: specs.Shape, device_bytes: int, copies: int = 1) -> None:
-    """One sentence when a shape cannot fit in the device's memory. Only the float32 output of
-    every copy of the buffers counts, a lower bound: an estimate that over-counted (a gather's
-    bytes_moved counts every gathered row) would refuse shapes that fit."""
+    """One sentence when a shape cannot fit in the device's memory; only the float32 output of every copy
+    counts, a lower bound, as an estimate that over-counted (a gather's rows) would refuse shapes that fit."""
     needed = copies * _output_bytes(spec, shape)
     if needed > device_bytes:
         copies_text = f" in {copies} copies" if copies > 1 else ""

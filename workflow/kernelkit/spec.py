@@ -94,12 +94,8 @@ class Mutation:
 
 @dataclass(frozen=True)
 class Baseline:
-    """A library implementation timed beside the hand-written kernels (a layout with no CUDA source).
-
-    `make_call(buffers, shape)` runs untimed and returns a zero-argument callable that enqueues one
-    evaluation on the current stream and returns the float32 output (CuPy or torch). The library
-    allocates that output itself, so guard regions do not apply.
-    """
+    """A library implementation timed beside the hand-written kernels: `make_call(buffers, shape)`, run
+    untimed, returns a callable that enqueues one evaluation and returns the float32 output it allocated."""
 
     package: str
     call: str
@@ -160,9 +156,7 @@ class KernelSpec:
 
     def source_text(self, mutation: str | None = None) -> str:
         text = self.source_path.read_text(encoding="utf-8")
-        if mutation is None:
-            return text
-        return self.mutation(mutation).apply(text)
+        return text if mutation is None else self.mutation(mutation).apply(text)
 
     def source_sha256(self, mutation: str | None = None) -> str:
         return sha256_text(self.source_text(mutation))
@@ -202,9 +196,8 @@ class KernelSpec:
         return {**self.layouts[base], **values}
 
     def sweep(self, base: str, shapes: Sequence[Shape] = ()) -> Sweep:
-        """Every point of a base layout's grid, in the grid's order, split into those the spec accepts and
-        those its `layout_options` or `launch` refuse (at a correctness shape or one of `shapes`), so that
-        a point that cannot be built or launched never becomes a target."""
+        """Every point of a base layout's grid, split into those the spec accepts and those its `layout_options`
+        or `launch` refuse (at a correctness shape or one of `shapes`), which never become targets."""
         if base not in self.sweeps or base not in self.layouts:
             raise KitError(f"kernel '{self.name}' defines no sweep '{base}'; allowed: {', '.join(self.sweeps) or '(none)'}")
         grid = self.sweeps[base]
@@ -218,8 +211,8 @@ class KernelSpec:
                     self.launch(parameters, shape)
             except KitError as refusal:
                 invalid.append((name, str(refusal)))
-                continue
-            valid.append((name, parameters))
+            else:
+                valid.append((name, parameters))
         return Sweep(base, tuple(valid), tuple(invalid))
 
     def is_baseline(self, name: str) -> bool:
@@ -246,24 +239,20 @@ class KernelSpec:
 
     def mutation(self, name: str) -> Mutation:
         if name not in self.mutations:
-            raise KitError(
-                f"negative control '{name}' is not defined for kernel '{self.name}'; allowed: {', '.join(self.mutations)}"
-            )
+            raise KitError(f"negative control '{name}' is not defined for kernel '{self.name}'; "
+                           f"allowed: {', '.join(self.mutations)}")
         return self.mutations[name]
 
     def parse_shape(self, text: str) -> Shape:
         """`512x128` -> (512, 128), with one dimension per entry of `dims`."""
+        dims = "x".join(d.upper() for d in self.dims)
         if not SHAPE_PATTERN.match(text):
-            raise KitError(
-                f"shape '{text}' of kernel '{self.name}' is malformed; write it as {'x'.join(d.upper() for d in self.dims)} "
-                "with positive integers, e.g. " + "x".join(["512", "128", "64"][: len(self.dims)])
-            )
+            raise KitError(f"shape '{text}' of kernel '{self.name}' is malformed; write it as {dims} "
+                           "with positive integers, e.g. " + "x".join(["512", "128", "64"][: len(self.dims)]))
         shape = tuple(int(part) for part in text.split("x"))
         if len(shape) != len(self.dims):
-            raise KitError(
-                f"shape '{text}' of kernel '{self.name}' has {len(shape)} dimensions; "
-                f"it needs {len(self.dims)} ({'x'.join(d.upper() for d in self.dims)})"
-            )
+            raise KitError(f"shape '{text}' of kernel '{self.name}' has {len(shape)} dimensions; "
+                           f"it needs {len(self.dims)} ({dims})")
         return shape
 
 
@@ -278,9 +267,7 @@ def kernels_dir() -> Path:
 
 def available(root: Path | None = None) -> list[str]:
     root = kernels_dir() if root is None else root
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file())
+    return sorted(p.name for p in root.iterdir() if (p / "spec.py").is_file()) if root.is_dir() else []
 
 
 EMULATION_FILE = "emulation.py"
@@ -295,10 +282,8 @@ def _module(name: str, path: Path) -> Any:
 
 
 def load_emulation(spec: KernelSpec) -> Callable[..., tuple[np.ndarray, np.ndarray | None]]:
-    """The kernel folder's CPU emulation, the CPU tests' stand-in for the GPU: `emulate(inputs,
-    layout, control=None)` returns the kernel's float32 output and a mask of elements it would
-    leave unwritten (or None). Passing every case while each control fails one shows the spec's
-    tolerance is neither too tight for FP32 nor loose enough to hide the bugs."""
+    """The kernel folder's CPU emulation, the CPU tests' stand-in for the GPU: `emulate(inputs, layout,
+    control=None)` returns the float32 output and a mask of elements left unwritten (or None)."""
     path = spec.folder / EMULATION_FILE
     if not path.is_file():
         raise KitError(f"kernels/{spec.name} has no {EMULATION_FILE}; every kernel folder carries its CPU emulation")

@@ -1,10 +1,6 @@
-"""Statistics of timing samples, kept small and exact.
-
-Within a run: medians and ranges (robust with 15 samples, no model behind them). Between runs:
-the ratio of medians B/A with a bootstrap interval that resamples whole processes first and
-samples inside them second: on the H200, the medians of two processes timing the same
-configuration can lie further apart than the samples inside either.
-"""
+"""Statistics of timing samples: medians and ranges within a run; between runs, B/A with a bootstrap
+that resamples whole processes before samples, because two processes' medians on the H200 can lie
+further apart than the samples inside either."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ def _resampled_medians(groups: Sequence[Sequence[float]], resamples: int, rng: n
 
 def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = 0.95,
                    resamples: int = 4000, seed: int = 0) -> RatioInterval:
-    """Ratio of pooled medians B/A and its percentile bootstrap interval; `a` and `b` are lists of
-    processes, each a list of samples."""
+    """B/A of the pooled medians and its percentile bootstrap interval; each side lists its processes' samples."""
     if not a or not b or not all(a) or not all(b):
         raise ValueError("each side needs at least one process with samples")
     rng = np.random.default_rng(seed)
@@ -86,18 +81,15 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
 
 
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:
-    """+1 when every process of B has a higher median than every process of A, -1 when every
-    one has a lower median, 0 when the process medians interleave."""
+    """+1 when every process median of B lies above every one of A, -1 when below, 0 when they interleave."""
     medians_a, medians_b = [median(g) for g in a], [median(g) for g in b]
     return 1 if min(medians_b) > max(medians_a) else -1 if max(medians_b) < min(medians_a) else 0
 
 
 def verdict(interval: RatioInterval, threshold: float, order: int) -> str:
-    """SAME when the interval lies inside 1 +- threshold; SLOWER (FASTER) when it lies wholly beyond
-    it and every process of B is slower (faster) than every process of A; else AMBIGUOUS. A change
-    must exceed the threshold: a fresh process can land its buffers where a kernel runs 2% slower
-    for its whole life (h200-s5a vs h200-s5b, identical code), which two or three processes a side
-    cannot show the bootstrap."""
+    """SAME inside 1 +- threshold; SLOWER (FASTER) wholly beyond it with every process of B slower (faster)
+    than every one of A; else AMBIGUOUS. A fresh process can run a kernel 2% slower for its whole life
+    (h200-s5a vs h200-s5b, identical code), which two or three processes a side cannot show."""
     if interval.low >= 1.0 - threshold and interval.high <= 1.0 + threshold:
         return "SAME"
     if interval.low > 1.0 + threshold and order > 0:

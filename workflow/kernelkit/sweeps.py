@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from kernelkit import KitError
-from kernelkit import spec as specs
+from kernelkit import KitError, spec as specs
 
 
 def configured_sweeps(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[specs.Sweep]:
@@ -23,10 +22,9 @@ def layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
 
 
 def control_layouts(spec: specs.KernelSpec, entry: Mapping[str, Any]) -> list[str]:
-    """The layouts each negative control runs: every hand-written layout of the spec (a mutation
-    may aim at one not configured), and the first valid point of each selected sweep: a point is
-    its base's source with other -D options, and every point would multiply each control by the
-    grid (50 points, 5 controls: 250 builds) for no new kind of evidence."""
+    """The layouts each negative control runs: every hand-written layout of the spec (a mutation may aim
+    at one not configured), and the first valid point of each selected sweep (every point would
+    multiply each control by the grid for no new kind of evidence)."""
     firsts = [specs.file_name(sweep.names[0]) for sweep in configured_sweeps(spec, entry) if sweep.names]
     return [*spec.layouts, *firsts]
 

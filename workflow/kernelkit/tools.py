@@ -1,14 +1,6 @@
 """NVIDIA tools, used when present: compute-sanitizer on a few correctness cases (gating timing), and
-Nsight Compute counters for one warmed call of a timed configuration.
-
-Each runs a child process under the tool, so what is checked or counted is exactly what the
-workflow runs: compute-sanitizer the kit's own `kernelkit correctness --sanitizer-cases` over the
-very builds the timing loads, Nsight Compute the kit's own `profile-call`. The parent holds the
-GPU lock while its child runs, and the child runs under that hold (kernelkit.gpulock).
-A missing tool, a device it does not support or a refusal (no access to performance counters) is
-recorded as skipped with the tool's own words; parsing the tools' output is plain text work,
-tested on the CPU.
-"""
+Nsight Compute counters of one warmed call. Each runs the kit's own command as its child, so what is
+checked is what the workflow runs; a missing tool or a refusal is recorded as skipped in its own words."""
 
 from __future__ import annotations
 
@@ -22,6 +14,7 @@ from typing import Any, Sequence
 
 from kernelkit import KitError, spec as specs
 from kernelkit.cases import hold_gpu, sanitizer_cases
+from kernelkit.gpulock import LockSettings, add_arguments as add_lock_argument
 from kernelkit.nvml import Nvml
 from kernelkit.records import write_record
 from kernelkit.sanitizer import SANITIZER_TOOLS, _kit, _run_tool, _tail, findings, layout_results
@@ -42,13 +35,9 @@ NCU_METRICS = {
 
 
 def sanitize(kernel: str, layouts: Sequence[str], timeout_s: float = 900) -> dict[str, Any]:
-    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped; `binaries`:
-    the SHA-256 of each layout's build, the one its timing loads.
-
-    All layouts run in one child per tool, one tool after the other: each child pays the tool's
-    start, Python's and a CUDA context, so one per layout would multiply that. When a tool finds
-    something, `by_layout` holds each layout's own run of both tools, which says which it was.
-    """
+    """memcheck and racecheck over the layouts' sanitizer cases, or why they were skipped, with the SHA-256
+    of each layout's build. All layouts run in one child per tool (each child pays seconds to start);
+    when a tool finds something, `by_layout` holds each layout's own run, which says which it was."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {"skipped": "compute-sanitizer is not on the PATH"}
@@ -111,12 +100,9 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     clock = gpujob.JobClock()
     spec = specs.load(args.kernel)
     for layout in args.layout:
-        spec.layout(layout)
-        if spec.is_baseline(layout):
+        if spec.is_baseline(layout):  # which refuses a layout the spec does not define
             raise KitError(f"the sanitizer checks hand-written kernels; '{layout}' is a library baseline")
     if shutil.which("compute-sanitizer"):
-        from kernelkit.gpulock import LockSettings
-
         hold_gpu(LockSettings().with_dir(args.lock_dir), clock)  # the children run under this process's hold
     cases = [f"{specs.shape_name(shape)} {pattern}" for shape, pattern in sanitizer_cases(spec)]
     with clock.phase("tools"):
@@ -124,19 +110,19 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     record = {"kernel": spec.name, "layouts": args.layout, "source_sha256": spec.source_sha256(), "cases": cases, **checked}
     if "skipped" in record:
         print(f"sanitizer skipped: {record['skipped']}; timing goes on, and the report says races were not checked")
-        write_record(args.output, {**record, **device.card(), "job": clock.describe()})
-        return 0
-    for tool, result in record["tools"].items():
-        print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
-    for layout, own in record.get("by_layout", {}).items():
-        for tool, result in own["tools"].items():
-            print(f"--- {tool}, {layout} alone ---\n{result['tail']}")
-    found = {layout: findings(result) for layout, result in layout_results(record).items()}
-    if any(found.values()):
-        named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
-        raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
+    else:
+        for tool, result in record["tools"].items():
+            print(f"--- {tool}, {', '.join(args.layout)} ---\n{result['tail']}")
+        for layout, own in record.get("by_layout", {}).items():
+            for tool, result in own["tools"].items():
+                print(f"--- {tool}, {layout} alone ---\n{result['tail']}")
+        found = {layout: findings(result) for layout, result in layout_results(record).items()}
+        if any(found.values()):
+            named = "; ".join(f"{layout}: {', '.join(items)}" for layout, items in found.items() if items)
+            raise KitError(f"{spec.name} {named} over {len(cases)} cases; nothing of {spec.name} will be timed")
     write_record(args.output, {**record, **device.card(), "job": clock.describe()})
-    print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
+    if "skipped" not in record:
+        print(f"memcheck and racecheck clean over {len(cases)} cases ({', '.join(cases)}) of {', '.join(args.layout)}")
     return 0
 
 
@@ -157,7 +143,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 def cmd_profile_call(args: argparse.Namespace) -> int:
     """The program ncu runs: warm up, then one call between cudaProfilerStart and Stop. This child
     holds the GPU lock (its parent `profile` must not: it would wait on its own child)."""
-    from kernelkit import device, gpujob, gpulock, library
+    from kernelkit import device, gpujob, library
     from kernelkit.inputs import timing_inputs
 
     spec = specs.load(args.kernel)
@@ -168,7 +154,7 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     if spec.is_baseline(args.layout):
         device.compile_layout(spec, args.layout)  # imports the package, seconds of CPU work, before the lock
     host_inputs = timing_inputs(spec, args.shape)
-    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, gpulock.LockSettings(), gpujob.JobClock()):
+    with gpujob.exclusive_gpu(Nvml(bus_id), bus_id, LockSettings(), gpujob.JobClock()):
         kernel = device.compile_layout(spec, args.layout)  # the context and the module: GPU work (kernelkit.gpulock)
         buffers = device.upload(host_inputs)
         out = cp.empty(spec.output_shape(shape), dtype=cp.float32)
@@ -185,30 +171,23 @@ def cmd_profile_call(args: argparse.Namespace) -> int:
     return 0
 
 
-TARGET_ARGUMENTS = {"--kernel": "a kernel folder under kernels/", "--shape": "one shape of the kernel, e.g. 512x128",
-                    "--layout": "one layout of the kernel"}
-
-
 def register(subparsers: Any) -> None:
-    commands = (
-        ("sanitize", "compute-sanitizer memcheck and racecheck over hand-written layouts' correctness cases",
-         cmd_sanitize, ("--kernel",), "the sanitizer record"),
-        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile,
-         ("--kernel", "--shape", "--layout"), "the profile record"),
-        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call,
-         ("--kernel", "--shape", "--layout"), None),
-    )
-    for command, summary, func, target, output in commands:
+    p = subparsers.add_parser("sanitize", help="compute-sanitizer memcheck and racecheck over hand-written layouts' "
+                                               "correctness cases")
+    p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+    p.add_argument("--layout", action="append", required=True,
+                   help="a hand-written layout of the kernel, repeatable: all of them run in one child per tool")
+    p.add_argument("--output", required=True, help="where to write the sanitizer record (JSON)")
+    add_lock_argument(p)
+    p.set_defaults(func=cmd_sanitize)
+    for command, summary, func in (
+        ("profile", "Nsight Compute counters of one warmed call (clocks not controlled)", cmd_profile),
+        ("profile-call", "(run under ncu) one warmed call between cudaProfilerStart and Stop", cmd_profile_call),
+    ):
         p = subparsers.add_parser(command, help=summary)
-        for name in target:
-            p.add_argument(name, required=True, help=TARGET_ARGUMENTS[name])
-        if command == "sanitize":
-            p.add_argument("--layout", action="append", required=True,
-                           help="a hand-written layout of the kernel, repeatable: all of them run in one child per tool")
-        if output:
-            p.add_argument("--output", required=True, help=f"where to write {output} (JSON)")
-        if command == "sanitize":
-            from kernelkit.gpulock import add_arguments as add_lock_argument
-
-            add_lock_argument(p)
+        p.add_argument("--kernel", required=True, help="a kernel folder under kernels/")
+        p.add_argument("--shape", required=True, help="one shape of the kernel, e.g. 512x128")
+        p.add_argument("--layout", required=True, help="one layout of the kernel")
+        if command == "profile":
+            p.add_argument("--output", required=True, help="where to write the profile record (JSON)")
         p.set_defaults(func=func)

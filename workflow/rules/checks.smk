@@ -1,8 +1,6 @@
-# The checks of one kernel, each stage one process for all its layouts or controls: they gate
-# every timing of the kernel (kernelkit.cases.require_checked reads their records), so they run
-# before any timing, and beside each other (each takes the GPU lock only for its GPU part).
-# The three stages differ only in what they build, so one rule body serves them; each keeps its
-# own name, shell text and params, which Snakemake compares to decide what to rerun.
+# The checks of one kernel, each stage one process for all its layouts or controls, gate every
+# timing of the kernel (kernelkit.cases.require_checked). One rule body serves the three stages;
+# each keeps its own name, shell text and params, which Snakemake compares to decide what to rerun.
 WRITES_FOLDER = " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
 for kernel in KERNELS:
     for rule_name, command, files, log_file, layouts, tail in (
@@ -16,7 +14,7 @@ for kernel in KERNELS:
         if not files:
             continue
         writes = {} if command == "sanitize" else {"folder": lambda wildcards, output: os.path.dirname(output[0]),
-                                                     "settings": CHECK_SETTINGS}
+                                                     "settings": CheckSettings.json_from_config(config)}
 
         rule:
             name:
@@ -27,7 +25,7 @@ for kernel in KERNELS:
                 files,
             log:
                 paths.path(log_file, run=RUN, kernel=kernel, layout="all", control="all"),
-            priority: check_priority(kernel)
+            priority: CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
             conda:
                 "../../envs/kernelkit.yaml"
             resources:

@@ -17,7 +17,6 @@ from kernelkit import config as kit_config
 from kernelkit import layout as paths  # the result layout (not a kernel's layouts)
 from kernelkit import spec as kit_spec
 from kernelkit.ceilings import CeilingSettings
-from kernelkit.layout import CEILING_KINDS
 from kernelkit.cases import CheckSettings
 from kernelkit.gpulock import LOCK_DIR_VARIABLE
 from kernelkit.plan import CEILING_PRIORITY, CHECK_PRIORITY, ENVIRONMENT_PRIORITY, Plan, committed
@@ -52,14 +51,7 @@ KERNELS = config["kernels"]
 SPECS = {name: kit_spec.load(name) for name in KERNELS}
 PLAN = Plan(config, SPECS)
 LAYOUTS = PLAN.layouts
-REPEATS = PLAN.repeats
-# One settings param per GPU rule: changing a setting reruns exactly the targets that use it.
-TIMING_SETTINGS = TimingSettings.json_from_config(config)
-SPAN_SETTINGS = SpanSettings.json_from_config(config)
-CEILING_SETTINGS = CeilingSettings.json_from_config(config)
-CHECK_SETTINGS = CheckSettings.json_from_config(config)
-# The lock directory changes no result, so it is no param (moving it reruns nothing): jobs get it
-# through the environment, where a variable already set wins.
+# The lock directory changes no result, so it is no param: jobs get it through the environment.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
 if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(paths.path(paths.RUN_DIR, run=RUN)):
@@ -73,8 +65,7 @@ if FROZEN:
     print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
           "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
 
-# Several GPUs: each kernel/shape runs on one card, fixed before the run; GPUS is None where an
-# executor (SLURM) or `gpus: allocated` picks the card.
+# Several GPUs: each kernel/shape runs on one card fixed before the run; None where the executor picks.
 try:
     GPUS = kit_cards.discover(config.get("gpus")) if workflow.local_exec else None
 except KitError as error:
@@ -96,8 +87,6 @@ def frozen(inputs):
     """Inputs as they are, or, in a committed run, marked ancient so their times trigger nothing."""
     if not FROZEN:
         return inputs
-    if isinstance(inputs, dict):
-        return {key: frozen(value) for key, value in inputs.items()}
     if isinstance(inputs, list):
         return [ancient(name) for name in inputs]
     return ancient(inputs)
@@ -115,7 +104,7 @@ wildcard_constraints:
     n=r"[1-9][0-9]*",
     gpu=r"[0-9]+",
     view=r"timing|cold",
-    ceiling="|".join(CEILING_KINDS),
+    ceiling="|".join(paths.CEILING_KINDS),
     a=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
     b=r"(?:(?!__vs__)[A-Za-z0-9._-])+",
 
@@ -129,12 +118,8 @@ def kernel_sources(kernel):
 
 def checks_of(kernel):
     """Every record that gates a kernel's timing (kernelkit.cases.require_checked reads them all)."""
-    return {
-        "sources": kernel_sources(kernel),
-        "correctness": frozen(PLAN.correctness_files(kernel)),
-        "controls": frozen(PLAN.control_files(kernel)),
-        "sanitizer": frozen(PLAN.sanitizer_files(kernel)),
-    }
+    return {"sources": kernel_sources(kernel), "correctness": frozen(PLAN.correctness_files(kernel)),
+            "controls": frozen(PLAN.control_files(kernel)), "sanitizer": frozen(PLAN.sanitizer_files(kernel))}
 
 
 def checked(template, **part):
@@ -171,11 +156,13 @@ def profile_inputs(wildcards):
                    for name in PLAN.timing_job_files(job) if f"/{wildcards.layout}/" in name])
 
 
-def card_of(kernel=None, shape=None, gpu=None):
+def card_of(kernel, wildcards):
     """The physical GPU a job runs on (kernel/shape, a kernel's checks, or a named card); None where
     the allocation picks it."""
     if not GPUS:
         return None
+    kernel = kernel or getattr(wildcards, "kernel", None)
+    shape, gpu = getattr(wildcards, "shape", None), getattr(wildcards, "gpu", None)
     if gpu is not None:
         checked(paths.CARD_DIR, gpu=gpu)
         return int(gpu)
@@ -188,21 +175,13 @@ def card_of(kernel=None, shape=None, gpu=None):
 
 def pin(kernel=None):
     """A params function: the shell prefix giving a job its one card (empty where the allocation does)."""
-    return lambda wildcards: kit_cards.pin(card_of(kernel or getattr(wildcards, "kernel", None),
-                                                   getattr(wildcards, "shape", None), getattr(wildcards, "gpu", None)))
+    return lambda wildcards: kit_cards.pin(card_of(kernel, wildcards))
 
 
 def card_resources(kernel=None):
     """gpu_<i>=1 on the job's card i and 0 on the others, so `--resources gpu_<i>=N` bounds each card."""
-    def on(gpu):
-        return lambda wildcards: int(card_of(kernel or getattr(wildcards, "kernel", None), getattr(wildcards, "shape", None),
-                                             getattr(wildcards, "gpu", None)) == gpu)
-
-    return {kit_cards.resource(gpu): on(gpu) for gpu in GPUS or []}
-
-
-def check_priority(kernel):
-    return CHECK_PRIORITY + 1 + CHECK_RANK[kernel]
+    return {f"gpu_{gpu}": lambda wildcards, gpu=gpu: int(card_of(kernel, wildcards) == gpu)
+            for gpu in GPUS or []}
 
 
 def diff_side(run):

@@ -44,7 +44,7 @@ rule ceiling:
         **card_resources(),
     params:
         pin=pin(),
-        settings=CEILING_SETTINGS,
+        settings=CeilingSettings.json_from_config(config),
     shell:
         "{params.pin}python -m kernelkit ceiling --kind {wildcards.ceiling} --settings {params.settings:q}"
         " --output {output} > {log} 2>&1"

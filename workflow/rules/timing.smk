@@ -1,6 +1,5 @@
-# Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order
-# and writes a record each. A layout is timed only when its checks passed in this run; the check
-# records are inputs (kernelkit.cases.require_checked).
+# Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order, a
+# record each, once its checks passed in this run (their records are inputs: cases.require_checked).
 for kernel in KERNELS:
 
     rule:
@@ -12,7 +11,7 @@ for kernel in KERNELS:
             [paths.TIMING.replace("{kernel}", kernel).replace("{layout}", name) for name in LAYOUTS[kernel]],
         log:
             paths.log(paths.TIMING).replace("{kernel}", kernel).replace("{layout}", "all"),
-        priority: lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).priority(REPEATS)
+        priority: lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).priority(PLAN.repeats)
         conda:
             "../../envs/kernelkit.yaml"
         resources:
@@ -24,7 +23,7 @@ for kernel in KERNELS:
             folder=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
             order_key=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).order_key,
             cache=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).cache,
-            settings=TIMING_SETTINGS,
+            settings=TimingSettings.json_from_config(config),
             order_seed=config["timing"]["order_seed"],
             kernel=kernel,
         shell:
@@ -52,7 +51,7 @@ rule span:
         pin=pin(),
         pairs=lambda wildcards, input: " ".join(f"--layout {name} --correctness {path}"
                                                 for name, path in zip(LAYOUTS[wildcards.kernel], input.correctness)),
-        settings=SPAN_SETTINGS,
+        settings=SpanSettings.json_from_config(config),
     shell:
         "{params.pin}python -m kernelkit span --kernel {wildcards.kernel} --shape {wildcards.shape} {params.pairs}"
         " --controls {input.controls} --sanitizer {input.sanitizer} --repeat {wildcards.n}"
