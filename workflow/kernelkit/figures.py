@@ -1,9 +1,6 @@
-"""Timing figures: every raw sample as a point, the median as a bar, min-max as whiskers.
-
-One figure per kernel, one panel per shape with its own scale (shapes differ by orders of
-magnitude), layouts and repeats side by side inside a panel. SVG output is made
-deterministic (fixed hash salt, no date) so that rebuilding a report from the same results
-gives the same bytes.
+"""Timing figures: every raw sample as a point, the median as a bar, min-max as whiskers; one panel
+per shape with its own scale (shapes differ by orders of magnitude). SVG output is deterministic
+(fixed hash salt, no date) so that a report rebuilt from the same results has the same bytes.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The Answers block that opens the report: one sentence per experiment, with its numbers.
-
-Per kernel one bullet answers every hypothesis of the config on it and every claim its claims file
-copies from a seed (published beside this run's, with the verdict by size); a kernel with neither
-gets its fastest hand-written layout against its fastest library. Each number is a pooled median
-(or a ratio of two) with its range over the repeats' medians, linked to the records it came from
-(report.evidence), so that a test recomputes every one from the samples.
+"""The Answers block that opens the report: per kernel one bullet on its hypotheses and the claims
+its claims file copies from a seed (else its fastest layouts), each number linked to its records
+(report.evidence) so that a test recomputes it from the samples.
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from kernelkit.report.evidence import Links, Quantity, Sentence
 from kernelkit.report.run import Run
 from kernelkit.report.verdicts import HypothesisAnswer, hypothesis_answers
 
-
-# --- The sentences ------------------------------------------------------------------------------------
 
 def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
     """How the run was made, every fact read from its records: card, driver, clocks, kit commit and
@@ -234,8 +228,6 @@ def answer_block(run: Run, links: Links) -> AnswerBlock:
         block.quantities += s.quantities
     return block
 
-
-# --- The compact tables -------------------------------------------------------------------------------
 
 def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]]:
     rows = []

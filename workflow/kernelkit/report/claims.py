@@ -1,10 +1,8 @@
 """Published claims as data: `kernels/<op>/claims.yaml` holds what a write-up states, with its source.
 
-Per claim the report measures the same layouts in this run and judges it by size, not only by
-order: a stated ratio (one layout's time over another's, a change) is compared as a ratio within
-TOLERANCE; a single published time only after scaling it by the two cards' ratio of the ceiling
-that bounds it (memory bandwidth or FP32 peak). The seed's card is described by the claims file's
-`card`, this run's by its environment record. Nothing about a claim is written in code.
+A stated ratio of two layouts' times is compared as a ratio within TOLERANCE; a single published
+time only after scaling it by the cards' ratio of the ceiling that bounds it, since the seed's card
+(the claims file's `card`) is not this run's (its environment record).
 """
 
 from __future__ import annotations

@@ -35,8 +35,6 @@ class Links:
         return self.run.dir / (record.parent if layout else record.parent.parent)
 
 
-# --- Numbers with their evidence ----------------------------------------------------------------------
-
 @dataclass
 class Quantity:
     """One number of the answer block, as printed, and what it was computed from: `folders` are

@@ -1,9 +1,8 @@
-"""Each target judged against the ceiling of the memory that serves it, and the ceilings themselves checked.
+"""Each target judged against the ceiling of the memory that serves it, and the ceilings checked.
 
-A working set that fits in the L2 is served by the L2, so the DRAM copy rate says nothing about
-it: it is judged against the L2 copy ceiling where the run measured one, else marked "DRAM
-roofline n/a". A correct, consistently measured result above its ceiling is evidence against
-the ceiling, never against the kernel: the report names both numbers.
+A working set that fits in the L2 is judged against the L2 copy ceiling (the DRAM copy rate says
+nothing about it). A correct, consistent result above its ceiling is evidence against the ceiling,
+never against the kernel: the report names both numbers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The result files of one run, loaded once and checked before any section reads them.
-
-A section may index a record freely because `Run` has already refused, with one sentence
-naming the file, every record whose samples or identifying keys are unusable.
+"""The result files of one run, loaded once: `Run` refuses, with one sentence naming the file, every
+record whose samples or identifying keys are unusable, so that a section may index a record freely.
 """
 
 from __future__ import annotations
