@@ -18,9 +18,7 @@ from kernelkit.report.verdicts import HypothesisAnswer, hypothesis_answers
 
 
 def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
-    """How the run was made, every fact read from its records: card, driver, clocks, kit commit and
-    tree (linked to environment.json), repeats, the processes that timed the targets and their order
-    (linked to the timing records)."""
+    """How the run was made, every fact read from its records and linked to them."""
     from kernelkit.diff_inputs import by_process, shared_processes
 
     links = links or Links(run, None)
@@ -65,7 +63,6 @@ def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
 
 
 def plain(parts: list[doc.Inline]) -> str:
-    """Parts of a sentence as plain text."""
     return "".join(str(part) for part in parts)
 
 
@@ -191,8 +188,7 @@ class AnswerBlock:
 
 
 def answer_block(run: Run, links: Links) -> AnswerBlock:
-    """One item per kernel of the run, in the config's order: its hypotheses, then its claims (or,
-    with neither, its fastest layouts)."""
+    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts."""
     hypotheses, results = hypothesis_answers(run), claims.all_claims(run)
     # The hypotheses' kernels in the config's order of hypotheses (config.json sorts its kernels), then the rest.
     order = list(dict.fromkeys(h["kernel"] for h in run.config.get("hypotheses", []) if h["kernel"] in run.kernels))
@@ -246,8 +242,7 @@ def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]
 
 
 def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str]]:
-    """Per kernel and shape with a declared change: before -> after, the change, its range over
-    repeats, and the seed's published change beside it."""
+    """Per kernel and shape with a declared change: the change here, and the seed's beside it."""
     rows = []
     for kernel in run.kernels:
         change = claims.change_of(kernel)
@@ -270,8 +265,7 @@ def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str
 
 
 def foreign_work_warning(run: Run) -> str | None:
-    """The first screen's warning where another process computed on the GPU beside timed targets:
-    the answers below are computed from their samples too."""
+    """The first screen's warning: the answers include samples another process's work touched."""
     from kernelkit.report.quality import foreign_targets, looked_after
 
     timed = run.timings + run.cold

@@ -93,9 +93,8 @@ _WIDE_SAMPLES = re.compile(r"^Samples of (?P<what>.+?) spread (?P<pct>[\d.]+)% o
 
 
 def condensed_caveats(items: list[str]) -> list[str]:
-    """The caveats with like ones said once, where the first of them stood: every 'repeats differ by
-    more than the spread inside either' in one item (the five largest relative gaps named), every
-    'samples spread widely with none tagged' in another."""
+    """The caveats with like ones said once, where the first of them stood: every 'repeats differ'
+    in one item (the five largest relative gaps named), every 'samples spread widely' in another."""
     gaps: list[tuple[float, str]] = []
     wide: list[tuple[float, str]] = []
     out: list[Any] = []

@@ -101,15 +101,13 @@ def control_rows(run: Run) -> list[tuple[str, ...]]:
 
 
 def joint_racecheck(control: dict[str, Any]) -> dict[str, Any] | None:
-    """A control's racecheck run over several layouts at once (records since 2026-12-01), or None:
-    earlier records hold one racecheck result per layout."""
+    """A control's racecheck run over several layouts at once, or None (older: one per layout)."""
     racecheck = control.get("racecheck")
     return racecheck if isinstance(racecheck, dict) and "layouts" in racecheck else None
 
 
 def caught_by(control: dict[str, Any]) -> str:
-    """The checks that caught a control, per layout; records since the determinism check and
-    racecheck joined the controls name them (earlier ones: nothing is added)."""
+    """The checks that caught a control, per layout ("" where older records do not name them)."""
     checks = control.get("caught_in_layouts")
     if not checks:
         return ""

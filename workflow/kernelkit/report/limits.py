@@ -37,8 +37,7 @@ def cross_checks(run: Run) -> list[str]:
 
 
 def ceiling_blocks(run: Run) -> list[doc.Block]:
-    """How the ceilings were measured: the table, each one's variants, every card's, the ridge point
-    and the cross-checks (the Limits section folds them away)."""
+    """How the ceilings were measured, which the Limits section folds away."""
     rates = {"copy": ("copy_gb_s", "GB/s"), "l2": ("l2_gb_s", "GB/s"), "gemm": ("gemm_gflop_s", "GFLOP/s")}
     rows = [[kind, record.get("what", ""), units.duration(median(record["samples_us"])),
              f"{run.ceiling.get(rates[kind][0], 0):.1f} {rates[kind][1]}" if kind in rates
@@ -75,8 +74,7 @@ def ceiling_blocks(run: Run) -> list[doc.Block]:
 
 @dataclass
 class LimitRow:
-    """One kernel and shape: its fastest hand-written and fastest library layout against the ceiling
-    that bounds each, and the arithmetic ones against the card's FP32 peak too."""
+    """One kernel and shape: its fastest hand-written and library layout, each judged."""
 
     kernel: str
     shape: str
@@ -118,8 +116,7 @@ def measured_ceilings(run: Run) -> list[tuple[str, str, str, float]]:
 
 
 def roofline(run: Run, peak: float | None) -> doc.Figure | None:
-    """Every layout of each kernel's largest shape (by compulsory bytes) on a log-log roofline, with the
-    measured ceilings and the card's FP32 peak as lines; None without a copy ceiling or FLOPs."""
+    """Each kernel's largest shape on a roofline; None without a copy ceiling or FLOPs."""
     from kernelkit import figures
 
     if "copy_gb_s" not in run.ceiling:

@@ -49,8 +49,7 @@ def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) 
 
 
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
-    """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
-    a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
+    """Targets with disturbed samples: how many, and what disturbed them (from the sample tags)."""
     found = []
     for r in (r for r in records if r.get("disturbed_samples")):
         why = sampler.causes([r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])
@@ -60,9 +59,8 @@ def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
 
 
 def run_time_paragraph(run: Run) -> doc.Paragraph:
-    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks; and
-    when the first timed target started and the last negative control ended: every timing of a
-    kernel waits for all of its controls, so that is the stretch more GPUs cannot shorten."""
+    """The run's wall time and lock waits, from the job clocks; and when the first timing started
+    and the last control ended: timings wait for their controls, which more GPUs cannot shorten."""
     from kernelkit.records import run_time
 
     timed = run_time(run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values()))
@@ -104,8 +102,7 @@ def looked_after(records: list[dict[str, Any]]) -> bool:
 
 
 def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
-    """Targets whose samples foreign work touched and which, with waiting enabled, were taken
-    again after the GPU was idle: how often, and how long the waits took."""
+    """Targets taken again once the GPU was idle after foreign work touched them, with the waits."""
     return [f"{_target(r)}: {len(retimed)}x, after waits of "
             f"{sum(entry.get('then_waited', {}).get('waited_s', 0.0) for entry in retimed):.1f} s"
             for r in records if (retimed := r.get("retimed_after_foreign_work") or [])]
@@ -155,8 +152,7 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
 
 
 def noise_rows(run: Run) -> list[list[str]]:
-    """Per configuration: spread inside each process, and between the processes' medians (both
-    relative); "n/a" between where all the repeats ran in one process (or there is one repeat)."""
+    """Per configuration: relative spread inside each process, and between processes' medians."""
     from kernelkit.diff_inputs import samples_by_process
 
     rows = []

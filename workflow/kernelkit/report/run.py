@@ -21,8 +21,7 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def card_label(record: dict[str, Any]) -> str | None:
-    """How the report names the card a record ran on: 'GPU <index> (<UUID>)', or None for records
-    from before cards were named."""
+    """'GPU <index> (<UUID>)', or None for records from before cards were named."""
     uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
     if not uuid and index is None:
         return None

@@ -24,9 +24,7 @@ def timing_settings(run: Run) -> dict[str, Any]:
 
 
 def where_targets_ran(run: Run) -> str:
-    """Which processes timed what, read from the records' job clocks and orders, never assumed:
-    how many processes wrote the timing records, how many layouts each timed, and whether the
-    repeats of every configuration came from separate processes."""
+    """Which processes timed what, read from the records' job clocks and orders, never assumed."""
     from kernelkit.diff_inputs import by_process, shared_processes
 
     processes = by_process(enumerate(run.timings))
@@ -42,8 +40,7 @@ def where_targets_ran(run: Run) -> str:
 
 
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
-    """What the records say about the switch to a second context before each measurement
-    (kernelkit.device.OtherContext); nothing for records made before the kit had one."""
+    """The switch to a second context before each measurement; None for records from before it."""
     outcomes = [r["method_used"]["context_switch"] for r in run.timings if "context_switch" in r.get("method_used", {})]
     if not outcomes:
         return None
