@@ -136,21 +136,18 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
                     key=lambda p: p["t"])
     fig, ax = plt.subplots(figsize=(9, 2.8))
     if points:
-        start = points[0]["t"]
-        calm = [p for p in points if not set(p["reasons"] or []) & THROTTLE_REASONS]
-        hot = [p for p in points if set(p["reasons"] or []) & THROTTLE_REASONS]
-        ax.plot([p["t"] - start for p in calm], [p["sm_clock_mhz"] for p in calm], ".", markersize=2, color="tab:blue",
-                label="SM clock")
-        ax.plot([p["t"] - start for p in hot], [p["sm_clock_mhz"] for p in hot], ".", markersize=3, color="tab:red",
-                label="SM clock, throttle reason set")
+        for hot, size, colour, label in ((False, 2, "tab:blue", "SM clock"),
+                                         (True, 3, "tab:red", "SM clock, throttle reason set")):
+            shown = [p for p in points if bool(set(p["reasons"] or []) & THROTTLE_REASONS) == hot]
+            ax.plot([p["t"] - points[0]["t"] for p in shown], [p["sm_clock_mhz"] for p in shown],
+                    ".", markersize=size, color=colour, label=label)
         ax.legend(loc="lower right")
-    ax.set(xlabel="seconds since the first reading (linear)", ylabel="SM clock, MHz (linear, zoomed)",
-           title="NVML readings during the timed samples")
-    if points:
         # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
         low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
         margin = max(20.0, 0.05 * (high - low))
         ax.set_ylim(low - margin, high + margin)
+    ax.set(xlabel="seconds since the first reading (linear)", ylabel="SM clock, MHz (linear, zoomed)",
+           title="NVML readings during the timed samples")
     return _svg(plt, fig)
 
 
@@ -211,12 +208,9 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
     grid = np.geomspace(low, high, 200)
     top = max(computes) if computes else None
     for (label, kind, rate, measured), colour in zip(ceilings, ["#000000", "#555555", "#8c564b", "#bcbd22", "#7f7f7f"]):
-        line = "-" if measured else "--"
-        if kind == "bandwidth":
-            y = rate * grid if top is None else np.minimum(rate * grid, top)
-            ax.plot(grid, y, line, color=colour, linewidth=1.2, label=label)
-        else:
-            ax.plot(grid, np.full_like(grid, rate), line, color=colour, linewidth=1.2, label=label)
+        y = (np.full_like(grid, rate) if kind != "bandwidth" else rate * grid if top is None
+             else np.minimum(rate * grid, top))
+        ax.plot(grid, y, "-" if measured else "--", color=colour, linewidth=1.2, label=label)
     for kernel, layout, x, y, library in points:
         marker, colour = style[kernel]
         ax.plot([x], [y], marker, markersize=7, markeredgecolor=colour, markeredgewidth=1.3,
@@ -226,9 +220,8 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], marker=style[k][0], color=style[k][1], linestyle="none", markersize=7) for k in kernels]
-    labels += kernels
     handles.append(Line2D([], [], marker="o", color="#444444", markerfacecolor="none", linestyle="none", markersize=7))
-    labels.append("hollow: a library's layout")
+    labels += [*kernels, "hollow: a library's layout"]
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(plt, fig)
 
