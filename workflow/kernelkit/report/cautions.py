@@ -37,10 +37,8 @@ def caveats(run: Run) -> list[str]:
             gaps.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
                         + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                         f"{spread:.3f})")
-        # A repeat whose samples spread far wider than another's of the same target, none tagged
-        # disturbed: the median may still be right, but something the records do not name changed
-        # them (in h200-fq2-wait a CuPy loop in another process started during rmsnorm 4096x4096 t32
-        # rep1, before NVML had sampled it: 122.2-278.8 us, against 0.25% in rep2).
+        # A repeat whose samples spread far wider than another's, none tagged disturbed: something the
+        # records do not name changed them (a CuPy loop NVML had not yet sampled, in h200-fq2-wait).
         spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in group.itertuples()}
         for row in group.itertuples():
             wide = spreads[int(row.repeat)]
