@@ -89,7 +89,6 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     jitter = np.random.default_rng(0)
 
     for ax, shape in zip(axes.flat, shapes):
-        ticks, labels = [], []
         for li, layout in enumerate(layouts):
             for ri, repeat in enumerate(repeats):
                 x = li * (len(repeats) + 1) + ri
@@ -102,11 +101,10 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
                             fmt="none", ecolor="black", capsize=3, linewidth=0.8)
                 ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colours[layout],
                         markersize=2.5)
-            # One label per layout under its group of repeats, so labels never crowd each other.
-            ticks.append(li * (len(repeats) + 1) + (len(repeats) - 1) / 2)
-            labels.append(layout)
+        # One label per layout under its group of repeats, so labels never crowd each other.
+        ticks = [li * (len(repeats) + 1) + (len(repeats) - 1) / 2 for li in range(len(layouts))]
         rotate = len(layouts) > 3
-        ax.set_xticks(ticks, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_xticks(ticks, layouts, rotation=30 if rotate else 0, ha="right" if rotate else "center")
         ax.set(title=shape, xlabel="layout")
         if not _time_axis(ax, [s for (sh, _, _), samples in by_key.items() if sh == shape for s in samples],
                           "µs per launch"):
