@@ -92,8 +92,7 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
         for li, layout in enumerate(layouts):
             for ri, repeat in enumerate(repeats):
                 x = li * (len(repeats) + 1) + ri
-                samples = by_key.get((shape, layout, repeat))
-                if not samples:
+                if not (samples := by_key.get((shape, layout, repeat))):
                     continue
                 median = float(np.median(samples))
                 ax.bar(x, median, width=0.7, color=colours[layout], alpha=0.35)

@@ -71,8 +71,7 @@ def _hypothesis_sentence(answer: HypothesisAnswer, s: Sentence, covered: bool) -
     h = answer.hypothesis
     kernel, fast, slow = h["kernel"], h["faster"], h["slower"]
     s.add(f"Hypothesis \"{h['statement']}\": {answer.verdict}")
-    n = len(answer.shapes)
-    if not n:
+    if not (n := len(answer.shapes)):
         s.add(f" ({fast} and {slow} were not both timed).")
     elif answer.verdict == "holds":
         s.add(f", {fast} faster at ").wins(answer, f"all {n} shapes").add(" in every repeat")
@@ -269,8 +268,7 @@ def foreign_work_warning(run: Run) -> str | None:
     from kernelkit.report.quality import foreign_targets, looked_after
 
     timed = run.timings + run.cold
-    touched = foreign_targets(timed)
-    if not touched:
+    if not (touched := foreign_targets(timed)):
         return None
     return (f"Another process computed on the GPU {'during or right after' if looked_after(timed) else 'during'} "
             f"{len(touched)} of {len(timed)} timed targets, whose samples are tagged disturbed (Caveats names them): "
@@ -294,14 +292,12 @@ def section_answers(run: Run, links: Links) -> doc.Section:
                       "above the dashed line at 1 the hypothesis holds"))
     else:
         tables.append(doc.Paragraph("The config states no hypotheses."))
-    rows = operation_rows(run, results)
-    if rows:
+    if rows := operation_rows(run, results):
         tables.append(doc.Details(f"The change each claims file declares (before -> after) at every shape ({len(rows)} "
                                   "rows), beside the seed's where the seed's claim covers the shape", [
             doc.Table(["Kernel", "Shape", "Before -> after", "Change", "Range over repeats", "Published change",
                        "Verdict by size"], rows, numeric=(3, 4))]))
     tables += claims.section_claims(results)
-    difference = claims.card_difference(run)
-    if difference:
+    if difference := claims.card_difference(run):
         tables += [doc.Paragraph(difference), doc.Table(*claims.card_rows(run))]
     return doc.Section("Answers", boxed + tables, box=len(boxed))

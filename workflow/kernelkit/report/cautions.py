@@ -65,8 +65,7 @@ def caveats(run: Run) -> list[str]:
         found.append(f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
                      f"{runs_of_kernels} stretches of one kernel): drift over the run can favour the kernels timed at "
                      "the same time")
-    skipped = sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped})
-    if skipped:
+    if skipped := sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped}):
         found.append("Layouts skipped because their library is missing here: " + "; ".join(skipped))
     short = [(r["method"]["samples"], f"{_target(r)} ({len(r['samples_us'])})") for r in run.timings
              if isinstance(r["method"].get("samples"), int) and len(r["samples_us"]) < r["method"]["samples"]
@@ -118,8 +117,7 @@ def condensed_caveats(items: list[str]) -> list[str]:
 
 
 def section_caveats(run: Run) -> doc.Section:
-    items = condensed_caveats(caveats(run))
-    if not items:
+    if not (items := condensed_caveats(caveats(run))):
         return doc.Section("Caveats", [doc.Paragraph("None found in the recorded files.")])
     blocks: list[doc.Block] = [doc.Bullets(items[:MAX_CAVEATS])]
     if len(items) > MAX_CAVEATS:

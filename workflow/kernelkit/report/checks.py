@@ -108,8 +108,7 @@ def joint_racecheck(control: dict[str, Any]) -> dict[str, Any] | None:
 
 def caught_by(control: dict[str, Any]) -> str:
     """The checks that caught a control, per layout ("" where older records do not name them)."""
-    checks = control.get("caught_in_layouts")
-    if not checks:
+    if not (checks := control.get("caught_in_layouts")):
         return ""
     joint = joint_racecheck(control)
     if joint is None:

@@ -268,8 +268,7 @@ def all_claims(run: Run) -> list[ClaimResult]:
 
 def verdict_text(result: ClaimResult) -> str:
     """Whether the published order of speed reproduces (the judgement by order)."""
-    counted = [v for v in result.reproduced.values() if v is not None]
-    if not counted:
+    if not (counted := [v for v in result.reproduced.values() if v is not None]):
         return "not measurable here"
     held, n = sum(counted), len(counted)
     if held == n:

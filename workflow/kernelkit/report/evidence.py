@@ -106,8 +106,7 @@ class Sentence:
         return self
 
     def ratio_range(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:
-        values = self.run.repeat_ratios(kernel, shape, top, bottom)
-        if not values:
+        if not (values := self.run.repeat_ratios(kernel, shape, top, bottom)):
             return self.add("no repeat timed both")
         if change:
             values = [v - 1 for v in values]

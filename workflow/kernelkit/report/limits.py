@@ -88,8 +88,7 @@ def limit_rows(run: Run) -> list[LimitRow]:
     rows = []
     for kernel in run.kernels:
         for shape in run.shapes(kernel):
-            medians = run.medians(kernel, shape)
-            if medians:
+            if medians := run.medians(kernel, shape):
                 record = run.records(kernel, shape, next(iter(medians)))[0]
                 rows.append(LimitRow(kernel, shape, *((*best, judge(run, kernel, shape, best[0])) if best else None
                                                       for best in run.fastest(kernel, shape)),
@@ -147,8 +146,7 @@ def section_limits(run: Run) -> doc.Section | None:
     """Each operation's fastest hand-written and library layout against the ceiling that bounds it."""
     from kernelkit.report import explain
 
-    rows = limit_rows(run)
-    if not rows:
+    if not (rows := limit_rows(run)):
         return None
     peak = run_card(run).fp32_peak_gflop_s
     measured = ", ".join(f"{label} {text}" for label, text, _, _ in measured_ceilings(run)) or "none"
@@ -164,8 +162,7 @@ def section_limits(run: Run) -> doc.Section | None:
              f"{r.written[1] / r.library[1]:.2f}x" if r.written and r.library else "n/a"] for r in rows], numeric=(5,))]
     figure = roofline(run, peak)
     blocks += [figure] if figure is not None else []
-    reasons = [text for kernel in run.kernels for text in explain.explanations(run, kernel)]
-    if reasons:
+    if reasons := [text for kernel in run.kernels for text in explain.explanations(run, kernel)]:
         blocks += [doc.Paragraph("Why some shares are low or high, from the data:"), doc.Bullets(reasons)]
     suspect = [f"{k} {s} {l}: {judged.note}" for k in run.kernels for s in run.shapes(k) for l in run.layouts(k)
                if run.records(k, s, l) and (judged := judge(run, k, s, l)).above]

@@ -28,8 +28,7 @@ LIMITER_PCT = 60.0
 
 def limiter(launches: list[dict[str, Any]]) -> str:
     """The unit closest to its peak in the longest launch of a call, or 'latency' when none is near it."""
-    timed = [x for x in launches if isinstance(x.get("duration_ns"), float)]
-    if not timed:
+    if not (timed := [x for x in launches if isinstance(x.get("duration_ns"), float)]):
         return "n/a"
     longest = max(timed, key=lambda x: x["duration_ns"])
     read = [(longest[name], unit) for name, unit in SPEED_OF_LIGHT if isinstance(longest.get(name), float)]
@@ -110,8 +109,7 @@ def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
 
 def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     """What the background NVML sampler saw while the samples were taken."""
-    sampled = [r for r in run.timings + run.cold if r.get("clock_trace")]
-    if not sampled:
+    if not (sampled := [r for r in run.timings + run.cold if r.get("clock_trace")]):
         return None
     settings = sampled[0]["sampler"]
     points = sum(len(r["clock_trace"]) for r in sampled)
@@ -173,8 +171,7 @@ def noise_rows(run: Run) -> list[list[str]]:
 
 
 def section_noise(run: Run) -> doc.Section | None:
-    rows = noise_rows(run)
-    if not rows:
+    if not (rows := noise_rows(run)):
         return None
     larger = sum(1 for r in rows if r[-1] == "between")
     compared = sum(1 for r in rows if r[-1] != "n/a")
@@ -195,8 +192,7 @@ def section_placements(run: Run) -> doc.Section | None:
     """Per timed target with more than one placement: each placement's median and their range."""
     from kernelkit.stats import DIFF_THRESHOLD, placement_medians, relative_range
 
-    placed = [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]
-    if not placed:
+    if not (placed := [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]):
         return None
     rows = []
     for record in sorted(placed, key=lambda r: (r["kernel"], natural_key(r["shape"]), natural_key(r["layout"]),

@@ -49,8 +49,7 @@ def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
             "context of its process (timing.context_switch): a process that has loaded many modules otherwise times "
             "small kernels slower until the GPU has run another context's work, which a --cores 1 run's single "
             "worker never sees.")
-    others = sorted(set(outcomes) - {"other context"})
-    if others:
+    if others := sorted(set(outcomes) - {"other context"}):
         text += (f" {len(outcomes) - switched} timed targets could not switch: {others[0]}"
                  + (f" (and {len(others) - 1} other reason(s))" if len(others) > 1 else "") + ".")
     return doc.Paragraph(text)

@@ -78,8 +78,7 @@ def section_two_views(run: Run) -> doc.Section | None:
                                   if row.span_range else "n/a",
                                   f"{row.ratio:.2f}" if row.ratio is not None else "n/a"] for row in views],
         numeric=(3, 4, 5, 6))]))
-    timed = [row for row in views if row.ratio is not None]
-    if timed:
+    if timed := [row for row in views if row.ratio is not None]:
         gaps = sorted(row.span_us - row.kernel_us for row in timed)
         short = [row.ratio for row in timed if row.kernel_us < 20]
         long = [row.ratio for row in timed if row.kernel_us >= 200]

@@ -88,8 +88,7 @@ def _row(result: SweepResult) -> list[str]:
 
 
 def section_sweeps(run: Run) -> doc.Section | None:
-    results = sweep_results(run)
-    if not results:
+    if not (results := sweep_results(run)):
         return None
     blocks: list[doc.Block] = [
         doc.Paragraph("Per sweep and shape (pooled medians of kernel time): the best point, its fraction of the "
