@@ -19,9 +19,8 @@ LIBRARY_COLOURS = {"cupy": "#7f7f7f", "torch": "#d62728", "triton": "#9467bd"}
 WRITTEN_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#8c564b", "#e377c2"]
 # A panel whose samples span more than this factor gets a log axis, so no bar flattens the others.
 LOG_SPAN = 10.0
-# Every figure is drawn at most this wide (inches), so that the page (1184 px of column at a 1280 px
-# window) shows it at its natural size: SVG points are 4/3 px there, so the smallest text, MIN_FONT_PT,
-# is drawn at 8 * 4/3 = 10.7 px and never scaled down.
+# At most this wide (inches), the page's column at a 1280 px window shows a figure unscaled, so the
+# smallest text, MIN_FONT_PT, is drawn at 8 * 4/3 = 10.7 px.
 MAX_WIDTH_IN = 12.0
 MIN_FONT_PT = 8.0
 

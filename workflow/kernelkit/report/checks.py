@@ -12,10 +12,8 @@ from kernelkit.report.run import Run
 def correctness_rows(run: Run) -> list[tuple[str, str, str, str, str]]:
     rows = []
     for record in run.correctness:
-        per_layout: dict[str, list[dict[str, Any]]] = {}
-        for case in record["cases"]:
-            per_layout.setdefault(case["layout"], []).append(case)
-        for layout, layout_cases in per_layout.items():
+        for layout in dict.fromkeys(case["layout"] for case in record["cases"]):
+            layout_cases = [case for case in record["cases"] if case["layout"] == layout]
             largest = max(layout_cases, key=lambda c: c["max_abs_error"])
             rows.append((record["kernel"], layout, f"{sum(c['passed'] for c in layout_cases)}/{len(layout_cases)}",
                          f"{largest['max_abs_error']:.4e}",
