@@ -150,10 +150,7 @@ class Run:
         """The ceilings of the card that timed these records: the card whose UUID they name, else
         the run's own (one-card runs and runs from before cards were named)."""
         uuids = {r.get("gpu_uuid") for r in records}
-        for card in self.cards:
-            if uuids == {card.uuid}:
-                return card.rates
-        return self.ceiling
+        return next((card.rates for card in self.cards if uuids == {card.uuid}), self.ceiling)
 
     def cards_of(self, kernel: str, shape: str | None = None) -> list[str]:
         """The cards that timed a kernel (or one of its shapes), as the records name them."""
