@@ -181,22 +181,3 @@ def test_sweeps_section_is_computed_from_the_samples(tmp_path, seed_run, fixture
     assert f"{len(names)} timed of {results['4096x4096x4096'].grid_size}" in row[9]
     figure = next(b for b in section.blocks if hasattr(b, "svg"))
     assert figure.svg.startswith("<svg") and all(specs.display_name(n)[len("tiled["):-1] in figure.svg for n in names)
-
-
-def test_ladder_reaches_the_best_point_with_its_fraction(tmp_path, seed_run):
-    import kernelkit.report.assemble  # noqa: F401  (the package's section modules load through it)
-    from kernelkit.report.verdicts import ladder_text, operation_answers
-    from kernelkit.report.bounds import judge
-    from kernelkit.report.run import Run
-
-    point = "tiled@bm=64,bn=64,bk=8"
-    run = Run(_synthetic_sweep_run(tmp_path, seed_run, {point: 0.5}))
-    answer = next(a for a in operation_answers(run) if (a.kernel, a.shape) == ("matmul", "4096x4096x4096"))
-    written = {l: run.pooled_median("matmul", "4096x4096x4096", l) for l in ("tile16", "reg4x4", point)}
-    assert answer.best_written == (point, min(written.values())) and written[point] == min(written.values())
-    assert answer.before and answer.after, "matmul's claims file declares a change"
-    fraction = judge(run, "matmul", "4096x4096x4096", point).fraction
-    text = ladder_text(answer)
-    assert text.count(" -> ") == 2 and text.endswith(f"tiled[bm=64,bn=64,bk=8] "
-                                                     f"{answer.best_written[1] / 1e3:.3f} ms ({fraction:.2f})")
-    assert text.startswith(f"{answer.before[0]} ")

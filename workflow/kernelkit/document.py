@@ -1,9 +1,8 @@
 """A report as data (sections of paragraphs, tables and figures), rendered to Markdown and HTML.
 
-Building the content once and rendering it twice is what keeps report.md and report.html
-saying the same thing. Every string that may come from a result file is escaped by the
-renderer, in both formats, never by the code that builds the content: a GPU name or layout
-holding markup shows as text.
+Built once and rendered twice, so that report.md and report.html say the same thing. Every string
+that may come from a result file is escaped by the renderer, never by the builder: a GPU name or
+layout holding markup shows as text.
 """
 
 from __future__ import annotations

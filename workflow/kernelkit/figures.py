@@ -1,9 +1,6 @@
-"""Timing figures: every raw sample as a point, the median as a bar, min-max as whiskers.
-
-One figure per kernel, one panel per shape with its own scale (shapes differ by orders of
-magnitude), layouts and repeats side by side inside a panel. SVG output is made
-deterministic (fixed hash salt, no date) so that rebuilding a report from the same results
-gives the same bytes.
+"""Timing figures: every raw sample as a point, the median as a bar, min-max as whiskers; one panel
+per shape with its own scale (shapes differ by orders of magnitude). SVG output is deterministic
+(fixed hash salt, no date) so that a report rebuilt from the same results has the same bytes.
 """
 
 from __future__ import annotations
@@ -22,9 +19,8 @@ LIBRARY_COLOURS = {"cupy": "#7f7f7f", "torch": "#d62728", "triton": "#9467bd"}
 WRITTEN_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#17becf", "#8c564b", "#e377c2"]
 # A panel whose samples span more than this factor gets a log axis, so no bar flattens the others.
 LOG_SPAN = 10.0
-# Every figure is drawn at most this wide (inches), so that the page (1184 px of column at a 1280 px
-# window) shows it at its natural size: SVG points are 4/3 px there, so the smallest text, MIN_FONT_PT,
-# is drawn at 8 * 4/3 = 10.7 px and never scaled down.
+# At most this wide (inches), the page's column at a 1280 px window shows a figure unscaled, so the
+# smallest text, MIN_FONT_PT, is drawn at 8 * 4/3 = 10.7 px.
 MAX_WIDTH_IN = 12.0
 MIN_FONT_PT = 8.0
 
@@ -92,12 +88,10 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     jitter = np.random.default_rng(0)
 
     for ax, shape in zip(axes.flat, shapes):
-        ticks, labels = [], []
         for li, layout in enumerate(layouts):
             for ri, repeat in enumerate(repeats):
                 x = li * (len(repeats) + 1) + ri
-                samples = by_key.get((shape, layout, repeat))
-                if not samples:
+                if not (samples := by_key.get((shape, layout, repeat))):
                     continue
                 median = float(np.median(samples))
                 ax.bar(x, median, width=0.7, color=colours[layout], alpha=0.35)
@@ -105,11 +99,10 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
                             fmt="none", ecolor="black", capsize=3, linewidth=0.8)
                 ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colours[layout],
                         markersize=2.5)
-            # One label per layout under its group of repeats, so labels never crowd each other.
-            ticks.append(li * (len(repeats) + 1) + (len(repeats) - 1) / 2)
-            labels.append(layout)
+        # One label per layout under its group of repeats, so labels never crowd each other.
+        ticks = [li * (len(repeats) + 1) + (len(repeats) - 1) / 2 for li in range(len(layouts))]
         rotate = len(layouts) > 3
-        ax.set_xticks(ticks, labels, rotation=30 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_xticks(ticks, layouts, rotation=30 if rotate else 0, ha="right" if rotate else "center")
         ax.set(title=shape, xlabel="layout")
         if not _time_axis(ax, [s for (sh, _, _), samples in by_key.items() if sh == shape for s in samples],
                           "µs per launch"):
@@ -139,21 +132,18 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
                     key=lambda p: p["t"])
     fig, ax = plt.subplots(figsize=(9, 2.8))
     if points:
-        start = points[0]["t"]
-        calm = [p for p in points if not set(p["reasons"] or []) & THROTTLE_REASONS]
-        hot = [p for p in points if set(p["reasons"] or []) & THROTTLE_REASONS]
-        ax.plot([p["t"] - start for p in calm], [p["sm_clock_mhz"] for p in calm], ".", markersize=2, color="tab:blue",
-                label="SM clock")
-        ax.plot([p["t"] - start for p in hot], [p["sm_clock_mhz"] for p in hot], ".", markersize=3, color="tab:red",
-                label="SM clock, throttle reason set")
+        for hot, size, colour, label in ((False, 2, "tab:blue", "SM clock"),
+                                         (True, 3, "tab:red", "SM clock, throttle reason set")):
+            shown = [p for p in points if bool(set(p["reasons"] or []) & THROTTLE_REASONS) == hot]
+            ax.plot([p["t"] - points[0]["t"] for p in shown], [p["sm_clock_mhz"] for p in shown],
+                    ".", markersize=size, color=colour, label=label)
         ax.legend(loc="lower right")
-    ax.set(xlabel="seconds since the first reading (linear)", ylabel="SM clock, MHz (linear, zoomed)",
-           title="NVML readings during the timed samples")
-    if points:
         # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
         low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
         margin = max(20.0, 0.05 * (high - low))
         ax.set_ylim(low - margin, high + margin)
+    ax.set(xlabel="seconds since the first reading (linear)", ylabel="SM clock, MHz (linear, zoomed)",
+           title="NVML readings during the timed samples")
     return _svg(plt, fig)
 
 
@@ -214,12 +204,9 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
     grid = np.geomspace(low, high, 200)
     top = max(computes) if computes else None
     for (label, kind, rate, measured), colour in zip(ceilings, ["#000000", "#555555", "#8c564b", "#bcbd22", "#7f7f7f"]):
-        line = "-" if measured else "--"
-        if kind == "bandwidth":
-            y = rate * grid if top is None else np.minimum(rate * grid, top)
-            ax.plot(grid, y, line, color=colour, linewidth=1.2, label=label)
-        else:
-            ax.plot(grid, np.full_like(grid, rate), line, color=colour, linewidth=1.2, label=label)
+        y = (np.full_like(grid, rate) if kind != "bandwidth" else rate * grid if top is None
+             else np.minimum(rate * grid, top))
+        ax.plot(grid, y, "-" if measured else "--", color=colour, linewidth=1.2, label=label)
     for kernel, layout, x, y, library in points:
         marker, colour = style[kernel]
         ax.plot([x], [y], marker, markersize=7, markeredgecolor=colour, markeredgewidth=1.3,
@@ -229,9 +216,8 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
     ax.grid(True, which="major", color="#dddddd", linewidth=0.6)
     handles, labels = ax.get_legend_handles_labels()
     handles += [Line2D([], [], marker=style[k][0], color=style[k][1], linestyle="none", markersize=7) for k in kernels]
-    labels += kernels
     handles.append(Line2D([], [], marker="o", color="#444444", markerfacecolor="none", linestyle="none", markersize=7))
-    labels.append("hollow: a library's layout")
+    labels += [*kernels, "hollow: a library's layout"]
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(plt, fig)
 

@@ -46,20 +46,12 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     # Where each target ran within its repeat: ascending order key, as the workflow schedules it.
     table["order_position"] = table.groupby("repeat")["order_key"].rank(method="first").astype(int) - 1
     table["disturbed_samples"] = table["disturbed_samples"].astype("Int64")
-    return sort_table(table[COLUMNS])
+    table = table[COLUMNS].assign(_shape=table["shape"].map(natural_key),
+                                  _layout=table["layout"].map(natural_key))
+    table = table.sort_values(["kernel", "_shape", "_layout", "cache", "repeat"], kind="stable")
+    return table.drop(columns=["_shape", "_layout"]).reset_index(drop=True)
 
 
 def natural_key(text: str) -> tuple:
     """Numbers compare as numbers: 512x128 before 4096x128, t32 before t256."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def sort_table(table: pd.DataFrame) -> pd.DataFrame:
-    return (
-        table.assign(_shape=table["shape"].map(natural_key), _layout=table["layout"].map(natural_key))
-        .sort_values(["kernel", "_shape", "_layout", "cache", "repeat"] if "cache" in table else
-                     ["kernel", "_shape", "_layout", "repeat"], kind="stable")
-        .drop(columns=["_shape", "_layout"])
-        .reset_index(drop=True)
-    )
-

@@ -1,8 +1,6 @@
 """The report of one run, built from `results/<run>/` alone, as Markdown and as HTML.
 
-Every number printed is read from a result file of the run, timing tables recomputed from the raw
-samples. Each section module computes its data apart from rendering it; `assemble` orders the
-sections. Only `register` is imported eagerly, so that building the kit's parser does not load pandas.
+Only `register` is imported eagerly, so that building the kit's parser does not load pandas.
 """
 
 from __future__ import annotations

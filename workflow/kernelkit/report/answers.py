@@ -1,10 +1,6 @@
-"""The Answers block that opens the report: one sentence per experiment, with its numbers.
-
-Per kernel one bullet answers every hypothesis of the config on it and every claim its claims file
-copies from a seed (published beside this run's, with the verdict by size); a kernel with neither
-gets its fastest hand-written layout against its fastest library. Each number is a pooled median
-(or a ratio of two) with its range over the repeats' medians, linked to the records it came from
-(report.evidence), so that a test recomputes every one from the samples.
+"""The Answers block that opens the report: per kernel one bullet on its hypotheses and the claims
+its claims file copies from a seed (else its fastest layouts), each number linked to its records
+(report.evidence) so that a test recomputes it from the samples.
 """
 
 from __future__ import annotations
@@ -21,12 +17,8 @@ from kernelkit.report.run import Run
 from kernelkit.report.verdicts import HypothesisAnswer, hypothesis_answers
 
 
-# --- The sentences ------------------------------------------------------------------------------------
-
 def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
-    """How the run was made, every fact read from its records: card, driver, clocks, kit commit and
-    tree (linked to environment.json), repeats, the processes that timed the targets and their order
-    (linked to the timing records)."""
+    """How the run was made, every fact read from its records and linked to them."""
     from kernelkit.diff_inputs import by_process, shared_processes
 
     links = links or Links(run, None)
@@ -71,7 +63,6 @@ def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
 
 
 def plain(parts: list[doc.Inline]) -> str:
-    """Parts of a sentence as plain text."""
     return "".join(str(part) for part in parts)
 
 
@@ -80,8 +71,7 @@ def _hypothesis_sentence(answer: HypothesisAnswer, s: Sentence, covered: bool) -
     h = answer.hypothesis
     kernel, fast, slow = h["kernel"], h["faster"], h["slower"]
     s.add(f"Hypothesis \"{h['statement']}\": {answer.verdict}")
-    n = len(answer.shapes)
-    if not n:
+    if not (n := len(answer.shapes)):
         s.add(f" ({fast} and {slow} were not both timed).")
     elif answer.verdict == "holds":
         s.add(f", {fast} faster at ").wins(answer, f"all {n} shapes").add(" in every repeat")
@@ -197,8 +187,7 @@ class AnswerBlock:
 
 
 def answer_block(run: Run, links: Links) -> AnswerBlock:
-    """One item per kernel of the run, in the config's order: its hypotheses, then its claims (or,
-    with neither, its fastest layouts)."""
+    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts."""
     hypotheses, results = hypothesis_answers(run), claims.all_claims(run)
     # The hypotheses' kernels in the config's order of hypotheses (config.json sorts its kernels), then the rest.
     order = list(dict.fromkeys(h["kernel"] for h in run.config.get("hypotheses", []) if h["kernel"] in run.kernels))
@@ -235,8 +224,6 @@ def answer_block(run: Run, links: Links) -> AnswerBlock:
     return block
 
 
-# --- The compact tables -------------------------------------------------------------------------------
-
 def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]]:
     rows = []
     for answer in answers:
@@ -254,8 +241,7 @@ def hypothesis_rows(run: Run, answers: list[HypothesisAnswer]) -> list[list[str]
 
 
 def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str]]:
-    """Per kernel and shape with a declared change: before -> after, the change, its range over
-    repeats, and the seed's published change beside it."""
+    """Per kernel and shape with a declared change: the change here, and the seed's beside it."""
     rows = []
     for kernel in run.kernels:
         change = claims.change_of(kernel)
@@ -278,13 +264,11 @@ def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str
 
 
 def foreign_work_warning(run: Run) -> str | None:
-    """The first screen's warning where another process computed on the GPU beside timed targets:
-    the answers below are computed from their samples too."""
+    """The first screen's warning: the answers include samples another process's work touched."""
     from kernelkit.report.quality import foreign_targets, looked_after
 
     timed = run.timings + run.cold
-    touched = foreign_targets(timed)
-    if not touched:
+    if not (touched := foreign_targets(timed)):
         return None
     return (f"Another process computed on the GPU {'during or right after' if looked_after(timed) else 'during'} "
             f"{len(touched)} of {len(timed)} timed targets, whose samples are tagged disturbed (Caveats names them): "
@@ -308,14 +292,12 @@ def section_answers(run: Run, links: Links) -> doc.Section:
                       "above the dashed line at 1 the hypothesis holds"))
     else:
         tables.append(doc.Paragraph("The config states no hypotheses."))
-    rows = operation_rows(run, results)
-    if rows:
+    if rows := operation_rows(run, results):
         tables.append(doc.Details(f"The change each claims file declares (before -> after) at every shape ({len(rows)} "
                                   "rows), beside the seed's where the seed's claim covers the shape", [
             doc.Table(["Kernel", "Shape", "Before -> after", "Change", "Range over repeats", "Published change",
                        "Verdict by size"], rows, numeric=(3, 4))]))
     tables += claims.section_claims(results)
-    difference = claims.card_difference(run)
-    if difference:
+    if difference := claims.card_difference(run):
         tables += [doc.Paragraph(difference), doc.Table(*claims.card_rows(run))]
     return doc.Section("Answers", boxed + tables, box=len(boxed))

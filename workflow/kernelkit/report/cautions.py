@@ -37,10 +37,8 @@ def caveats(run: Run) -> list[str]:
             gaps.append(f"Repeats of {kernel} {shape} {layout} differ by more than the spread inside either: medians "
                         + ", ".join(f"{m:.3f}" for m in group["median_us"]) + f" us (gap {gap:.3f}, widest spread "
                         f"{spread:.3f})")
-        # A repeat whose samples spread far wider than another's of the same target, none tagged
-        # disturbed: the median may still be right, but something the records do not name changed
-        # them (in h200-fq2-wait a CuPy loop in another process started during rmsnorm 4096x4096 t32
-        # rep1, before NVML had sampled it: 122.2-278.8 us, against 0.25% in rep2).
+        # A repeat whose samples spread far wider than another's, none tagged disturbed: something the
+        # records do not name changed them (a CuPy loop NVML had not yet sampled, in h200-fq2-wait).
         spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in group.itertuples()}
         for row in group.itertuples():
             wide = spreads[int(row.repeat)]
@@ -67,8 +65,7 @@ def caveats(run: Run) -> list[str]:
         found.append(f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
                      f"{runs_of_kernels} stretches of one kernel): drift over the run can favour the kernels timed at "
                      "the same time")
-    skipped = sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped})
-    if skipped:
+    if skipped := sorted({f"{r['kernel']} {r['layout']} ({r['skipped']})" for r in run.skipped}):
         found.append("Layouts skipped because their library is missing here: " + "; ".join(skipped))
     short = [(r["method"]["samples"], f"{_target(r)} ({len(r['samples_us'])})") for r in run.timings
              if isinstance(r["method"].get("samples"), int) and len(r["samples_us"]) < r["method"]["samples"]
@@ -93,9 +90,8 @@ _WIDE_SAMPLES = re.compile(r"^Samples of (?P<what>.+?) spread (?P<pct>[\d.]+)% o
 
 
 def condensed_caveats(items: list[str]) -> list[str]:
-    """The caveats with like ones said once, where the first of them stood: every 'repeats differ by
-    more than the spread inside either' in one item (the five largest relative gaps named), every
-    'samples spread widely with none tagged' in another."""
+    """The caveats with like ones said once, where the first of them stood: every 'repeats differ'
+    in one item (the five largest relative gaps named), every 'samples spread widely' in another."""
     gaps: list[tuple[float, str]] = []
     wide: list[tuple[float, str]] = []
     out: list[Any] = []
@@ -121,8 +117,7 @@ def condensed_caveats(items: list[str]) -> list[str]:
 
 
 def section_caveats(run: Run) -> doc.Section:
-    items = condensed_caveats(caveats(run))
-    if not items:
+    if not (items := condensed_caveats(caveats(run))):
         return doc.Section("Caveats", [doc.Paragraph("None found in the recorded files.")])
     blocks: list[doc.Block] = [doc.Bullets(items[:MAX_CAVEATS])]
     if len(items) > MAX_CAVEATS:

@@ -12,10 +12,8 @@ from kernelkit.report.run import Run
 def correctness_rows(run: Run) -> list[tuple[str, str, str, str, str]]:
     rows = []
     for record in run.correctness:
-        per_layout: dict[str, list[dict[str, Any]]] = {}
-        for case in record["cases"]:
-            per_layout.setdefault(case["layout"], []).append(case)
-        for layout, layout_cases in per_layout.items():
+        for layout in dict.fromkeys(case["layout"] for case in record["cases"]):
+            layout_cases = [case for case in record["cases"] if case["layout"] == layout]
             largest = max(layout_cases, key=lambda c: c["max_abs_error"])
             rows.append((record["kernel"], layout, f"{sum(c['passed'] for c in layout_cases)}/{len(layout_cases)}",
                          f"{largest['max_abs_error']:.4e}",
@@ -101,17 +99,14 @@ def control_rows(run: Run) -> list[tuple[str, ...]]:
 
 
 def joint_racecheck(control: dict[str, Any]) -> dict[str, Any] | None:
-    """A control's racecheck run over several layouts at once (records since 2026-12-01), or None:
-    earlier records hold one racecheck result per layout."""
+    """A control's racecheck run over several layouts at once, or None (older: one per layout)."""
     racecheck = control.get("racecheck")
     return racecheck if isinstance(racecheck, dict) and "layouts" in racecheck else None
 
 
 def caught_by(control: dict[str, Any]) -> str:
-    """The checks that caught a control, per layout; records since the determinism check and
-    racecheck joined the controls name them (earlier ones: nothing is added)."""
-    checks = control.get("caught_in_layouts")
-    if not checks:
+    """The checks that caught a control, per layout ("" where older records do not name them)."""
+    if not (checks := control.get("caught_in_layouts")):
         return ""
     joint = joint_racecheck(control)
     if joint is None:

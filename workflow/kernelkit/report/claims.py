@@ -1,10 +1,8 @@
 """Published claims as data: `kernels/<op>/claims.yaml` holds what a write-up states, with its source.
 
-Per claim the report measures the same layouts in this run and judges it by size, not only by
-order: a stated ratio (one layout's time over another's, a change) is compared as a ratio within
-TOLERANCE; a single published time only after scaling it by the two cards' ratio of the ceiling
-that bounds it (memory bandwidth or FP32 peak). The seed's card is described by the claims file's
-`card`, this run's by its environment record. Nothing about a claim is written in code.
+A stated ratio of two layouts' times is compared as a ratio within TOLERANCE; a single published
+time only after scaling it by the cards' ratio of the ceiling that bounds it, since the seed's card
+(the claims file's `card`) is not this run's (its environment record).
 """
 
 from __future__ import annotations
@@ -50,9 +48,8 @@ class CardFacts:
     @property
     def fp32_peak_gflop_s(self) -> float | None:
         """SMs x clock x FP32 lanes per SM x 2 (a multiply-add is two FLOPs)."""
-        if self.sm_count is None or self.clock_mhz is None or self.fp32_lanes_per_sm is None:
-            return None
-        return self.sm_count * self.clock_mhz * self.fp32_lanes_per_sm * 2 / 1e3
+        facts = (self.sm_count, self.clock_mhz, self.fp32_lanes_per_sm)
+        return None if None in facts else math.prod(facts) * 2 / 1e3  # type: ignore[arg-type]
 
 
 def claims_file(kernel: str) -> Path:
@@ -107,10 +104,8 @@ def seed_card(kernel: str) -> CardFacts | None:
 
 def seed_cards(run: Run) -> list[CardFacts]:
     """The seeds' cards of the run's kernels, each model once."""
-    cards: dict[str, CardFacts] = {}
-    for card in filter(None, map(seed_card, run.kernels)):
-        cards.setdefault(card.name, card)
-    return list(cards.values())
+    cards = list(filter(None, map(seed_card, run.kernels)))
+    return [card for i, card in enumerate(cards) if card.name not in {c.name for c in cards[:i]}]
 
 
 def run_card(run: Run) -> CardFacts:
@@ -177,12 +172,11 @@ class ClaimResult:
         return not any("names no shape" in d for d in self.differences)
 
 
-def _within(factor: float, tolerance: float) -> bool:
-    return abs(math.log(factor)) <= math.log(1 + tolerance)
+def _within(factor: float) -> bool:
+    return abs(math.log(factor)) <= math.log(1 + TOLERANCE)
 
 
-def ratio_verdict(published: float, measured: float | None, per_repeat: list[float],
-                  tolerance: float = TOLERANCE) -> str:
+def ratio_verdict(published: float, measured: float | None, per_repeat: list[float]) -> str:
     """How a measured ratio stands against a published one (both: other time / first time)."""
     if measured is None:
         return "not measurable here"
@@ -191,19 +185,19 @@ def ratio_verdict(published: float, measured: float | None, per_repeat: list[flo
     if (measured > 1) != (published > 1):
         return "reversed"
     factor = measured / published
-    if _within(factor, tolerance):
-        return f"reproduced within {tolerance:.0%}"
+    if _within(factor):
+        return f"reproduced within {TOLERANCE:.0%}"
     # The size of an effect is how far its ratio lies from 1, on either side.
     larger = abs(math.log(measured)) > abs(math.log(published))
     return f"same direction, {max(factor, 1 / factor):.2g}x {'larger' if larger else 'smaller'}"
 
 
-def time_verdict(scaled_us: float | None, measured_us: float | None, tolerance: float = TOLERANCE) -> str:
+def time_verdict(scaled_us: float | None, measured_us: float | None) -> str:
     if scaled_us is None or measured_us is None:
         return "not comparable (a card fact is missing)" if measured_us is not None else "not measurable here"
     factor = measured_us / scaled_us
-    if _within(factor, tolerance):
-        return f"reproduced within {tolerance:.0%} after scaling"
+    if _within(factor):
+        return f"reproduced within {TOLERANCE:.0%} after scaling"
     return f"{1 / factor:.2g}x faster than the scaled time" if factor < 1 else f"{factor:.2g}x slower than the scaled time"
 
 
@@ -233,11 +227,9 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
         shapes = []
     else:
         shapes = [str(wanted)]
-    missing = [layout for layout in order if layout not in run.layouts(kernel)]
-    if missing:
+    if missing := [layout for layout in order if layout not in run.layouts(kernel)]:
         differences.append(f"layouts not timed in this run: {', '.join(missing)}")
-    mixed = [shape for shape in shapes if shape in run.mixed_card_shapes(kernel)]
-    if mixed:
+    if mixed := [shape for shape in shapes if shape in run.mixed_card_shapes(kernel)]:
         differences.append(f"timings of {', '.join(mixed)} come from several cards, so the layouts are compared "
                            "across cards")
     published = {str(k): float(v) for k, v in claim.get("published_us", {}).items()}
@@ -276,10 +268,9 @@ def all_claims(run: Run) -> list[ClaimResult]:
 
 def verdict_text(result: ClaimResult) -> str:
     """Whether the published order of speed reproduces (the judgement by order)."""
-    counted = [v for v in result.reproduced.values() if v is not None]
-    held, n = sum(counted), len(counted)
-    if not counted:
+    if not (counted := [v for v in result.reproduced.values() if v is not None]):
         return "not measurable here"
+    held, n = sum(counted), len(counted)
     if held == n:
         return "reproduced" if n == 1 else f"reproduced on all {n} shapes"
     if held == 0:
@@ -289,13 +280,11 @@ def verdict_text(result: ClaimResult) -> str:
 
 def size_verdict(result: ClaimResult, shape: str) -> str:
     """The claim's verdict by size at one shape: its ratios' (the worst of them) or its scaled time's."""
-    ratios = [r for r in result.ratios if r.shape == shape]
-    if not ratios:
+    if not (ratios := [r for r in result.ratios if r.shape == shape]):
         return next((t.verdict for t in result.times if t.shape == shape), "not measurable here")
     verdicts = [r.verdict for r in ratios]
     for worst in ("reversed", "undecided", "not measurable"):
-        hits = [r.other for r in ratios if r.verdict.startswith(worst)]
-        if hits:
+        if hits := [r.other for r in ratios if r.verdict.startswith(worst)]:
             return verdicts[0] if len(ratios) == 1 else f"{worst} for {', '.join(hits)}"
     factors = [r.measured / r.published for r in ratios if r.measured]
     span = f"ratios {min(factors):.2g}x to {max(factors):.2g}x the seed's"

@@ -12,9 +12,8 @@ from kernelkit.records import read_checked, split_skipped, write_text_atomic
 
 
 def _timed(paths: list[str]) -> list[dict[str, Any]]:
-    timed, _ = split_skipped([read_checked(path, "cold" if Path(path).parts[-5:-4] == ("cold",) else "timing")
-                              for path in paths])
-    return timed
+    return split_skipped([read_checked(path, "cold" if Path(path).parts[-5:-4] == ("cold",) else "timing")
+                          for path in paths])[0]
 
 
 def cmd_summary(args: argparse.Namespace) -> int:

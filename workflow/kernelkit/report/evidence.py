@@ -35,8 +35,6 @@ class Links:
         return self.run.dir / (record.parent if layout else record.parent.parent)
 
 
-# --- Numbers with their evidence ----------------------------------------------------------------------
-
 @dataclass
 class Quantity:
     """One number of the answer block, as printed, and what it was computed from: `folders` are
@@ -108,8 +106,7 @@ class Sentence:
         return self
 
     def ratio_range(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:
-        values = self.run.repeat_ratios(kernel, shape, top, bottom)
-        if not values:
+        if not (values := self.run.repeat_ratios(kernel, shape, top, bottom)):
             return self.add("no repeat timed both")
         if change:
             values = [v - 1 for v in values]

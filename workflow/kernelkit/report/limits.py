@@ -1,9 +1,8 @@
-"""Each target judged against the ceiling of the memory that serves it, and the ceilings themselves checked.
+"""Each target judged against the ceiling of the memory that serves it, and the ceilings checked.
 
-A working set that fits in the L2 is served by the L2, so the DRAM copy rate says nothing about
-it: it is judged against the L2 copy ceiling where the run measured one, else marked "DRAM
-roofline n/a". A correct, consistently measured result above its ceiling is evidence against
-the ceiling, never against the kernel: the report names both numbers.
+A working set that fits in the L2 is judged against the L2 copy ceiling (the DRAM copy rate says
+nothing about it). A correct, consistent result above its ceiling is evidence against the ceiling,
+never against the kernel: the report names both numbers.
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ def cross_checks(run: Run) -> list[str]:
 
 
 def ceiling_blocks(run: Run) -> list[doc.Block]:
-    """How the ceilings were measured: the table, each one's variants, every card's, the ridge point
-    and the cross-checks (the Limits section folds them away)."""
+    """How the ceilings were measured, which the Limits section folds away."""
     rates = {"copy": ("copy_gb_s", "GB/s"), "l2": ("l2_gb_s", "GB/s"), "gemm": ("gemm_gflop_s", "GFLOP/s")}
     rows = [[kind, record.get("what", ""), units.duration(median(record["samples_us"])),
              f"{run.ceiling.get(rates[kind][0], 0):.1f} {rates[kind][1]}" if kind in rates
@@ -76,8 +74,7 @@ def ceiling_blocks(run: Run) -> list[doc.Block]:
 
 @dataclass
 class LimitRow:
-    """One kernel and shape: its fastest hand-written and fastest library layout against the ceiling
-    that bounds each, and the arithmetic ones against the card's FP32 peak too."""
+    """One kernel and shape: its fastest hand-written and library layout, each judged."""
 
     kernel: str
     shape: str
@@ -91,8 +88,7 @@ def limit_rows(run: Run) -> list[LimitRow]:
     rows = []
     for kernel in run.kernels:
         for shape in run.shapes(kernel):
-            medians = run.medians(kernel, shape)
-            if medians:
+            if medians := run.medians(kernel, shape):
                 record = run.records(kernel, shape, next(iter(medians)))[0]
                 rows.append(LimitRow(kernel, shape, *((*best, judge(run, kernel, shape, best[0])) if best else None
                                                       for best in run.fastest(kernel, shape)),
@@ -119,8 +115,7 @@ def measured_ceilings(run: Run) -> list[tuple[str, str, str, float]]:
 
 
 def roofline(run: Run, peak: float | None) -> doc.Figure | None:
-    """Every layout of each kernel's largest shape (by compulsory bytes) on a log-log roofline, with the
-    measured ceilings and the card's FP32 peak as lines; None without a copy ceiling or FLOPs."""
+    """Each kernel's largest shape on a roofline; None without a copy ceiling or FLOPs."""
     from kernelkit import figures
 
     if "copy_gb_s" not in run.ceiling:
@@ -151,8 +146,7 @@ def section_limits(run: Run) -> doc.Section | None:
     """Each operation's fastest hand-written and library layout against the ceiling that bounds it."""
     from kernelkit.report import explain
 
-    rows = limit_rows(run)
-    if not rows:
+    if not (rows := limit_rows(run)):
         return None
     peak = run_card(run).fp32_peak_gflop_s
     measured = ", ".join(f"{label} {text}" for label, text, _, _ in measured_ceilings(run)) or "none"
@@ -168,8 +162,7 @@ def section_limits(run: Run) -> doc.Section | None:
              f"{r.written[1] / r.library[1]:.2f}x" if r.written and r.library else "n/a"] for r in rows], numeric=(5,))]
     figure = roofline(run, peak)
     blocks += [figure] if figure is not None else []
-    reasons = [text for kernel in run.kernels for text in explain.explanations(run, kernel)]
-    if reasons:
+    if reasons := [text for kernel in run.kernels for text in explain.explanations(run, kernel)]:
         blocks += [doc.Paragraph("Why some shares are low or high, from the data:"), doc.Bullets(reasons)]
     suspect = [f"{k} {s} {l}: {judged.note}" for k in run.kernels for s in run.shapes(k) for l in run.layouts(k)
                if run.records(k, s, l) and (judged := judge(run, k, s, l)).above]

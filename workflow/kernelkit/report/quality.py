@@ -28,8 +28,7 @@ LIMITER_PCT = 60.0
 
 def limiter(launches: list[dict[str, Any]]) -> str:
     """The unit closest to its peak in the longest launch of a call, or 'latency' when none is near it."""
-    timed = [x for x in launches if isinstance(x.get("duration_ns"), float)]
-    if not timed:
+    if not (timed := [x for x in launches if isinstance(x.get("duration_ns"), float)]):
         return "n/a"
     longest = max(timed, key=lambda x: x["duration_ns"])
     read = [(longest[name], unit) for name, unit in SPEED_OF_LIGHT if isinstance(longest.get(name), float)]
@@ -49,8 +48,7 @@ def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) 
 
 
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
-    """Targets with disturbed samples, with the count and what disturbed them (throttle reasons,
-    a low SM clock, another process's work on the GPU), each cause read from the sample tags."""
+    """Targets with disturbed samples: how many, and what disturbed them (from the sample tags)."""
     found = []
     for r in (r for r in records if r.get("disturbed_samples")):
         why = sampler.causes([r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])
@@ -60,9 +58,8 @@ def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
 
 
 def run_time_paragraph(run: Run) -> doc.Paragraph:
-    """The run's wall time and the jobs' waits for the GPU lock, from the records' job clocks; and
-    when the first timed target started and the last negative control ended: every timing of a
-    kernel waits for all of its controls, so that is the stretch more GPUs cannot shorten."""
+    """The run's wall time and lock waits, from the job clocks; and when the first timing started
+    and the last control ended: timings wait for their controls, which more GPUs cannot shorten."""
     from kernelkit.records import run_time
 
     timed = run_time(run.timings + run.cold + run.spans + run.correctness + run.controls + list(run.ceilings.values()))
@@ -104,8 +101,7 @@ def looked_after(records: list[dict[str, Any]]) -> bool:
 
 
 def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
-    """Targets whose samples foreign work touched and which, with waiting enabled, were taken
-    again after the GPU was idle: how often, and how long the waits took."""
+    """Targets taken again once the GPU was idle after foreign work touched them, with the waits."""
     return [f"{_target(r)}: {len(retimed)}x, after waits of "
             f"{sum(entry.get('then_waited', {}).get('waited_s', 0.0) for entry in retimed):.1f} s"
             for r in records if (retimed := r.get("retimed_after_foreign_work") or [])]
@@ -113,8 +109,7 @@ def retimed_targets(records: list[dict[str, Any]]) -> list[str]:
 
 def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     """What the background NVML sampler saw while the samples were taken."""
-    sampled = [r for r in run.timings + run.cold if r.get("clock_trace")]
-    if not sampled:
+    if not (sampled := [r for r in run.timings + run.cold if r.get("clock_trace")]):
         return None
     settings = sampled[0]["sampler"]
     points = sum(len(r["clock_trace"]) for r in sampled)
@@ -155,8 +150,7 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
 
 
 def noise_rows(run: Run) -> list[list[str]]:
-    """Per configuration: spread inside each process, and between the processes' medians (both
-    relative); "n/a" between where all the repeats ran in one process (or there is one repeat)."""
+    """Per configuration: relative spread inside each process, and between processes' medians."""
     from kernelkit.diff_inputs import samples_by_process
 
     rows = []
@@ -177,8 +171,7 @@ def noise_rows(run: Run) -> list[list[str]]:
 
 
 def section_noise(run: Run) -> doc.Section | None:
-    rows = noise_rows(run)
-    if not rows:
+    if not (rows := noise_rows(run)):
         return None
     larger = sum(1 for r in rows if r[-1] == "between")
     compared = sum(1 for r in rows if r[-1] != "n/a")
@@ -199,8 +192,7 @@ def section_placements(run: Run) -> doc.Section | None:
     """Per timed target with more than one placement: each placement's median and their range."""
     from kernelkit.stats import DIFF_THRESHOLD, placement_medians, relative_range
 
-    placed = [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]
-    if not placed:
+    if not (placed := [r for r in run.timings + run.cold if len(r.get("placements", [])) > 1]):
         return None
     rows = []
     for record in sorted(placed, key=lambda r: (r["kernel"], natural_key(r["shape"]), natural_key(r["layout"]),

@@ -1,7 +1,5 @@
-"""The result files of one run, loaded once and checked before any section reads them.
-
-A section may index a record freely because `Run` has already refused, with one sentence
-naming the file, every record whose samples or identifying keys are unusable.
+"""The result files of one run, loaded once: `Run` refuses, with one sentence naming the file, every
+record whose samples or identifying keys are unusable, so that a section may index a record freely.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ def load(run_dir: Path, kind: str) -> list[dict[str, Any]]:
 
 
 def card_label(record: dict[str, Any]) -> str | None:
-    """How the report names the card a record ran on: 'GPU <index> (<UUID>)', or None for records
-    from before cards were named."""
+    """'GPU <index> (<UUID>)', or None for records from before cards were named."""
     uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
     if not uuid and index is None:
         return None
@@ -153,10 +150,7 @@ class Run:
         """The ceilings of the card that timed these records: the card whose UUID they name, else
         the run's own (one-card runs and runs from before cards were named)."""
         uuids = {r.get("gpu_uuid") for r in records}
-        for card in self.cards:
-            if uuids == {card.uuid}:
-                return card.rates
-        return self.ceiling
+        return next((card.rates for card in self.cards if uuids == {card.uuid}), self.ceiling)
 
     def cards_of(self, kernel: str, shape: str | None = None) -> list[str]:
         """The cards that timed a kernel (or one of its shapes), as the records name them."""

@@ -24,9 +24,7 @@ def timing_settings(run: Run) -> dict[str, Any]:
 
 
 def where_targets_ran(run: Run) -> str:
-    """Which processes timed what, read from the records' job clocks and orders, never assumed:
-    how many processes wrote the timing records, how many layouts each timed, and whether the
-    repeats of every configuration came from separate processes."""
+    """Which processes timed what, read from the records' job clocks and orders, never assumed."""
     from kernelkit.diff_inputs import by_process, shared_processes
 
     processes = by_process(enumerate(run.timings))
@@ -42,8 +40,7 @@ def where_targets_ran(run: Run) -> str:
 
 
 def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
-    """What the records say about the switch to a second context before each measurement
-    (kernelkit.device.OtherContext); nothing for records made before the kit had one."""
+    """The switch to a second context before each measurement; None for records from before it."""
     outcomes = [r["method_used"]["context_switch"] for r in run.timings if "context_switch" in r.get("method_used", {})]
     if not outcomes:
         return None
@@ -52,8 +49,7 @@ def context_switch_paragraph(run: Run) -> doc.Paragraph | None:
             "context of its process (timing.context_switch): a process that has loaded many modules otherwise times "
             "small kernels slower until the GPU has run another context's work, which a --cores 1 run's single "
             "worker never sees.")
-    others = sorted(set(outcomes) - {"other context"})
-    if others:
+    if others := sorted(set(outcomes) - {"other context"}):
         text += (f" {len(outcomes) - switched} timed targets could not switch: {others[0]}"
                  + (f" (and {len(others) - 1} other reason(s))" if len(others) > 1 else "") + ".")
     return doc.Paragraph(text)

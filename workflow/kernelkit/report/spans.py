@@ -20,7 +20,6 @@ class TwoViews:
     # The span's centre and range are one statistic: the median of the round medians, and their range.
     span_us: float | None
     span_range: tuple[float, float] | None
-    span_samples: int
 
     @property
     def ratio(self) -> float | None:
@@ -41,8 +40,7 @@ def two_view_rows(run: Run, kernel: str) -> list[TwoViews]:
                                                      else len(order), k[1])):
         medians = [median(v) for v in rounds.get((shape, layout), {}).values()]
         rows.append(TwoViews(kernel, shape, layout, run.pooled_median(kernel, shape, layout),
-                             median(medians) if medians else None, (min(medians), max(medians)) if medians else None,
-                             sum(len(v) for v in rounds.get((shape, layout), {}).values())))
+                             median(medians) if medians else None, (min(medians), max(medians)) if medians else None))
     return rows
 
 
@@ -80,8 +78,7 @@ def section_two_views(run: Run) -> doc.Section | None:
                                   if row.span_range else "n/a",
                                   f"{row.ratio:.2f}" if row.ratio is not None else "n/a"] for row in views],
         numeric=(3, 4, 5, 6))]))
-    timed = [row for row in views if row.ratio is not None]
-    if timed:
+    if timed := [row for row in views if row.ratio is not None]:
         gaps = sorted(row.span_us - row.kernel_us for row in timed)
         short = [row.ratio for row in timed if row.kernel_us < 20]
         long = [row.ratio for row in timed if row.kernel_us >= 200]

@@ -1,8 +1,5 @@
-"""The Sweeps section: per kernel, sweep and shape, the best and worst point against the run's ceiling.
-
-`sweep_results` computes the data (pooled medians of every timed point, the best point's fraction
-of the ceiling that bounds it, as the per-target table judges it, and how many grid points the
-spec refused); `section_sweeps` renders it, with one figure per sweep of time across the grid.
+"""The Sweeps section: per kernel, sweep and shape, the best and worst point against the run's
+ceiling (judged as the per-target table judges it), with one figure per sweep across its grid.
 """
 
 from __future__ import annotations
@@ -91,8 +88,7 @@ def _row(result: SweepResult) -> list[str]:
 
 
 def section_sweeps(run: Run) -> doc.Section | None:
-    results = sweep_results(run)
-    if not results:
+    if not (results := sweep_results(run)):
         return None
     blocks: list[doc.Block] = [
         doc.Paragraph("Per sweep and shape (pooled medians of kernel time): the best point, its fraction of the "
