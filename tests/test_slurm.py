@@ -148,6 +148,7 @@ class ClusterRuns:
     copy: Path
     cpu: ClusterRun
     gpu: ClusterRun
+    checks: ClusterRun
 
 
 @pytest.fixture(scope="module")
@@ -165,11 +166,18 @@ def cluster(tmp_path_factory) -> ClusterRuns:
     # Timing again inside a committed run takes overwrite (the kit refuses it otherwise, before any job).
     gpu = run_on_cluster(copy, "--keep-going", "--forcerun", *gpu_targets, "--", *gpu_targets,
                          config=("overwrite=True",))
-    for name, run in (("CPU", cpu), ("GPU", gpu)):
+    # The three check rules of the kernel, which share one rule body.
+    kernel = TIMED_SHAPE[0]
+    control = sorted((copy / "results" / RUN / "controls" / kernel).glob("*.json"))[0].name
+    check_targets = [f"results/{RUN}/correctness/{kernel}/elementwise.json", f"results/{RUN}/controls/{kernel}/{control}",
+                     f"results/{RUN}/sanitizer/{kernel}.json"]
+    checks = run_on_cluster(copy, "--keep-going", "--forcerun", *check_targets, "--", *check_targets,
+                            config=("overwrite=True",))
+    for name, run in (("CPU", cpu), ("GPU", gpu), ("checks", checks)):
         print(f"{name} run: {run.seconds:.0f} s of Snakemake, sbatch lines:")
         for line in run.sbatch_lines:
             print("  " + shown_sbatch(line))
-    return ClusterRuns(copy, cpu, gpu)
+    return ClusterRuns(copy, cpu, gpu, checks)
 
 
 @needs_slurm
@@ -232,3 +240,18 @@ def test_profile_submits_the_default_run_one_job_per_allocation():
         rule = re.search(r"^\s*(?:local)?rule (\w+):", block, re.MULTILINE)
         if rule and rule.group(1).startswith(("timing_", "correctness_", "negative_controls_", "sanitize_", "span")):
             assert re.search(r"resources: .*gpu=1", block), block[:600]
+
+
+@needs_slurm
+def test_each_check_job_runs_its_own_stage(cluster):
+    """Correctness, negative controls and the sanitizer of a kernel are one rule body in a loop.
+    Snakemake evaluates a rule's shell text again when the job runs, so a loop variable in it would
+    give every job the loop's last stage: each job's log must come from its own command."""
+    assert len(cluster.checks.sbatch_lines) == 3, cluster.checks.output[-3000:]
+    logs = cluster.copy / "results" / RUN / "logs"
+    kernel = TIMED_SHAPE[0]
+    for stage, log in (("correctness", logs / "correctness" / kernel / "all.log"),
+                       ("control", logs / "controls" / kernel / "all.log")):
+        assert re.search(rf"^kernelkit {stage}: ", log.read_text(), re.MULTILINE), log.read_text()
+    sanitizer = (logs / "sanitizer" / f"{kernel}.log").read_text()
+    assert "sanitiz" in sanitizer and "unrecognized arguments" not in sanitizer, sanitizer

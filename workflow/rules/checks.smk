@@ -1,20 +1,21 @@
 # The checks of one kernel, each stage one process for all its layouts or controls, gate every
 # timing of the kernel (kernelkit.cases.require_checked). One rule body serves the three stages;
 # each keeps its own name, shell text and params, which Snakemake compares to decide what to rerun.
-WRITES_FOLDER = " --settings {params.settings:q} --output-dir {params.folder} > {log} 2>&1"
+# The shell text names no loop variable: Snakemake evaluates it again when the job runs, after the
+# loop has moved on, so what differs per stage travels in params.
+import shlex
+
 for kernel in KERNELS:
-    for rule_name, command, files, log_file, layouts, tail in (
-        ("correctness", "correctness", PLAN.correctness_files(kernel), paths.log(paths.CORRECTNESS),
-         LAYOUTS[kernel], WRITES_FOLDER),
+    for rule_name, command, files, log_file, layouts in (
+        ("correctness", "correctness", PLAN.correctness_files(kernel), paths.log(paths.CORRECTNESS), LAYOUTS[kernel]),
         ("negative_controls", "control", PLAN.control_files(kernel), paths.log(paths.CONTROL),
-         PLAN.control_layouts(kernel), WRITES_FOLDER),
-        ("sanitize", "sanitize", PLAN.sanitizer_files(kernel), paths.log(paths.SANITIZER),
-         PLAN.hand_written(kernel), " --output {output} > {log} 2>&1"),
+         PLAN.control_layouts(kernel)),
+        ("sanitize", "sanitize", PLAN.sanitizer_files(kernel), paths.log(paths.SANITIZER), PLAN.hand_written(kernel)),
     ):
         if not files:
             continue
-        writes = {} if command == "sanitize" else {"folder": lambda wildcards, output: os.path.dirname(output[0]),
-                                                     "settings": CheckSettings.json_from_config(config)}
+        writes = (["--output", *files] if command == "sanitize" else
+                  ["--settings", CheckSettings.json_from_config(config), "--output-dir", os.path.dirname(files[0])])
 
         rule:
             name:
@@ -33,8 +34,10 @@ for kernel in KERNELS:
                 **card_resources(kernel),
             params:
                 pin=pin(kernel),
+                command=command,
                 layouts=" ".join(f"--layout {name}" for name in layouts),
-                **writes,
+                writes=shlex.join(writes),
                 kernel=kernel,
             shell:
-                f"{{params.pin}}python -m kernelkit {command} --kernel {{params.kernel}} {{params.layouts}}{tail}"
+                "{params.pin}python -m kernelkit {params.command} --kernel {params.kernel} {params.layouts} {params.writes}"
+                " > {log} 2>&1"
