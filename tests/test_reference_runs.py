@@ -1,5 +1,5 @@
-"""The committed reference runs: their reports and their diff are what this kit renders from their
-committed records, byte for byte (the pages carry no time of their own).
+"""The committed reference runs: their reports (figures included) and their diff are what this kit
+renders from their committed records, byte for byte (the pages carry no time of their own).
 
 Which runs are the reference runs is read from the runs index, results/README.md, section
 "Reference runs (current kit)": the rows whose name is a folder under results/. The diff between
@@ -47,12 +47,20 @@ def kit(tree: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("run", RUNS or ["none"])
 def test_a_reference_runs_report_is_what_this_kit_renders_from_its_records(run, tmp_path):
     out = tmp_path / "reports" / run
-    out.mkdir(parents=True)
-    done = kit(tmp_path, "report", f"results/{run}", "--figures", str(REPO / "reports" / run / "figures"),
+    committed = REPO / "reports" / run
+    # The figures first (each from its kernel's timing records; the order of the files does not matter).
+    for figure in sorted((committed / "figures").glob("*.svg")):
+        records = sorted(map(str, (REPO / "results" / run / "timing").glob(
+            "*/*/*/rep*.json" if figure.stem == "clocks" else f"{figure.stem}/*/*/rep*.json")))
+        command = ["clock-figure"] if figure.stem == "clocks" else ["figure", "--kernel", figure.stem]
+        done = kit(tmp_path, *command, "--output", f"reports/{run}/figures/{figure.name}", *records)
+        assert done.returncode == 0, done.stderr
+        assert (out / "figures" / figure.name).read_bytes() == figure.read_bytes(), figure.name
+    done = kit(tmp_path, "report", f"results/{run}", "--figures", f"reports/{run}/figures",
                "--markdown", f"reports/{run}/report.md", "--html", f"reports/{run}/report.html")
     assert done.returncode == 0, done.stderr
     for name in ("report.md", "report.html"):
-        assert (out / name).read_bytes() == (REPO / "reports" / run / name).read_bytes(), name
+        assert (out / name).read_bytes() == (committed / name).read_bytes(), name
 
 
 @pytest.mark.skipif(len(RUNS) < 2, reason="the reference diff needs the two reference runs of the default config")

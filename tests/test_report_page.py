@@ -4,7 +4,7 @@ window, every figure's text at least 10 px as drawn, the all-pass and per-sample
 
 A probe script appended to a temporary copy of the page measures the laid-out page and writes the
 numbers into the DOM that --dump-dom prints. The report is rebuilt from the committed records of
-the default config's reference run (results/ref-default) with figures drawn by this kit (kernelkit.figures),
+the default config's reference run (results/ref2-default) with figures drawn by this kit (kernelkit.figures),
 as the workflow draws them.
 """
 
@@ -21,7 +21,7 @@ import pytest
 from conftest import REPO
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-DEFAULT_RUN = REPO / "results" / "ref-default"  # the reference run of config/config.yaml (results/README.md)
+DEFAULT_RUN = REPO / "results" / "ref2-default"  # the reference run of config/config.yaml (results/README.md)
 WIDTH, FIRST_SCREEN, MAX_HEIGHT, MIN_TEXT_PX = 1280, 800, 6000, 10.0
 
 pytestmark = [

@@ -53,7 +53,7 @@ def _svg(plt: Any, fig: Any, top: float = 1.0) -> str:
     space above it to a legend of the whole figure."""
     fig.tight_layout(rect=(0, 0, 1, top))
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", metadata={"Date": None}, dpi=150)
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg"):]
@@ -98,7 +98,7 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
                 ax.errorbar(x, median, yerr=[[median - min(samples)], [max(samples) - median]],
                             fmt="none", ecolor="black", capsize=3, linewidth=0.8)
                 ax.plot(x + jitter.uniform(-0.2, 0.2, len(samples)), samples, ".", color=colours[layout],
-                        markersize=2.5)
+                        markersize=2.5, rasterized=True)
         # One label per layout under its group of repeats, so labels never crowd each other.
         ticks = [li * (len(repeats) + 1) + (len(repeats) - 1) / 2 for li in range(len(layouts))]
         rotate = len(layouts) > 3
@@ -136,7 +136,7 @@ def clock_figure(records: Sequence[dict[str, Any]]) -> str:
                                          (True, 3, "tab:red", "SM clock, throttle reason set")):
             shown = [p for p in points if bool(set(p["reasons"] or []) & THROTTLE_REASONS) == hot]
             ax.plot([p["t"] - points[0]["t"] for p in shown], [p["sm_clock_mhz"] for p in shown],
-                    ".", markersize=size, color=colour, label=label)
+                    ".", markersize=size, color=colour, label=label, rasterized=True)
         ax.legend(loc="lower right")
         # Zoomed to the clocks seen: a drop of a few percent must be visible, not squashed against zero.
         low, high = min(p["sm_clock_mhz"] for p in points), max(p["sm_clock_mhz"] for p in points)
