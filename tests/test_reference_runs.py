@@ -8,10 +8,7 @@ the first two (the default profile against --cores 1) is reports/diff/<first>__v
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,22 +27,25 @@ RUNS = reference_runs()
 pytestmark = pytest.mark.skipif(not RUNS, reason="no reference run is committed yet (results/README.md lists none)")
 
 
-def kit(tree: Path, *args: str) -> subprocess.CompletedProcess:
-    """The kit's command run in `tree`, a checkout's layout whose results/ and kernels/ are this
-    checkout's (linked): the pages link to records by relative path, so they are written where the
-    committed ones stand, relative to the records."""
-    (tree / "results").mkdir(exist_ok=True)
+@pytest.fixture
+def kit(tmp_path, monkeypatch):
+    """The kit's command line, run in `tmp_path` laid out as a checkout whose results/ and kernels/
+    are this checkout's (linked): the pages link to records by relative path, so they are written
+    where the committed ones stand, relative to the records. In this process: one import of the kit
+    and matplotlib serves every figure."""
+    from kernelkit.cli import main
+
+    (tmp_path / "results").mkdir()
     for run in RUNS:
-        if not (tree / "results" / run).exists():
-            (tree / "results" / run).symlink_to(REPO / "results" / run)
-    if not (tree / "kernels").exists():
-        (tree / "kernels").symlink_to(REPO / "kernels")
-    return subprocess.run([sys.executable, "-m", "kernelkit", *args], cwd=tree, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(REPO / "workflow"), "KERNELKIT_KERNELS": "kernels"})
+        (tmp_path / "results" / run).symlink_to(REPO / "results" / run)
+    (tmp_path / "kernels").symlink_to(REPO / "kernels")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KERNELKIT_KERNELS", "kernels")
+    return lambda *args: main(list(args))
 
 
 @pytest.mark.parametrize("run", RUNS or ["none"])
-def test_a_reference_runs_report_is_what_this_kit_renders_from_its_records(run, tmp_path):
+def test_a_reference_runs_report_is_what_this_kit_renders_from_its_records(run, tmp_path, kit):
     out = tmp_path / "reports" / run
     committed = REPO / "reports" / run
     # The figures first (each from its kernel's timing records; the order of the files does not matter).
@@ -53,23 +53,20 @@ def test_a_reference_runs_report_is_what_this_kit_renders_from_its_records(run, 
         records = sorted(map(str, (REPO / "results" / run / "timing").glob(
             "*/*/*/rep*.json" if figure.stem == "clocks" else f"{figure.stem}/*/*/rep*.json")))
         command = ["clock-figure"] if figure.stem == "clocks" else ["figure", "--kernel", figure.stem]
-        done = kit(tmp_path, *command, "--output", f"reports/{run}/figures/{figure.name}", *records)
-        assert done.returncode == 0, done.stderr
+        assert kit(*command, "--output", f"reports/{run}/figures/{figure.name}", *records) == 0
         assert (out / "figures" / figure.name).read_bytes() == figure.read_bytes(), figure.name
-    done = kit(tmp_path, "report", f"results/{run}", "--figures", f"reports/{run}/figures",
-               "--markdown", f"reports/{run}/report.md", "--html", f"reports/{run}/report.html")
-    assert done.returncode == 0, done.stderr
+    assert kit("report", f"results/{run}", "--figures", f"reports/{run}/figures",
+               "--markdown", f"reports/{run}/report.md", "--html", f"reports/{run}/report.html") == 0
     for name in ("report.md", "report.html"):
         assert (out / name).read_bytes() == (committed / name).read_bytes(), name
 
 
 @pytest.mark.skipif(len(RUNS) < 2, reason="the reference diff needs the two reference runs of the default config")
-def test_the_reference_diff_is_what_this_kit_renders_from_the_two_runs(tmp_path):
+def test_the_reference_diff_is_what_this_kit_renders_from_the_two_runs(tmp_path, kit):
     first, second = RUNS[:2]
     pair = f"reports/diff/{first}__vs__{second}"
     (tmp_path / pair).mkdir(parents=True)
-    done = kit(tmp_path, "diff", f"results/{first}", f"results/{second}",
-               "--markdown", f"{pair}/diff.md", "--html", f"{pair}/diff.html")
-    assert done.returncode == 0, done.stderr
+    assert kit("diff", f"results/{first}", f"results/{second}", "--markdown", f"{pair}/diff.md",
+               "--html", f"{pair}/diff.html") == 0
     for name in ("diff.md", "diff.html"):
         assert (tmp_path / pair / name).read_bytes() == (REPO / pair / name).read_bytes(), name

@@ -141,15 +141,21 @@ def runs(synthetic_run, seed_run) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def pages(runs, tmp_path_factory) -> tuple[Path, dict[Path, tuple[str, str]]]:
-    """Each run's report (Markdown, HTML), written as if to one folder: its links are relative to it."""
+def pages(runs, tmp_path_factory) -> dict[Path, tuple[Path, str, str]]:
+    """Each run's report folder and report (Markdown, HTML): its links are relative to that folder.
+    The committed run's are its committed pages, which tests/test_reference_runs.py shows are what
+    this kit renders; the synthetic runs' are rendered here, as if to one folder."""
     out = tmp_path_factory.mktemp("reports")
-    return out, {run_dir: _report(run_dir, out) for run_dir in runs}
+    found = {run_dir: (out, *_report(run_dir, out)) for run_dir in runs if run_dir != COMMITTED}
+    if COMMITTED in runs:
+        folder = REPO / "reports" / COMMITTED.name
+        found[COMMITTED] = (folder, *((folder / name).read_text(encoding="utf-8") for name in ("report.md", "report.html")))
+    return found
 
 
 def test_every_number_of_the_answer_block_is_recomputed_from_the_records_it_links_to(runs, pages):
-    out, reports = pages
     for run_dir in runs:
+        out, _, page = pages[run_dir]
         run = report.Run(run_dir)
         block = answers.answer_block(run, evidence.Links(run, out))
         assert block.quantities, run_dir
@@ -157,7 +163,6 @@ def test_every_number_of_the_answer_block_is_recomputed_from_the_records_it_link
             _check(quantity, run_dir)
             target = (out / quantity.href).resolve()
             assert target.exists(), (quantity.text, quantity.href)
-        page = reports[run_dir][1]
         boxed = page.split('id="answers-block"')[1].split("</section>")[0]
         for quantity in block.quantities:
             link = f'<a href="{html.escape(doc.safe_href(quantity.href))}">{html.escape(quantity.text)}</a>'
@@ -321,7 +326,7 @@ def test_links_refuse_a_scheme_or_host():
 
 def test_the_answer_block_keeps_to_forty_lines_of_markdown(runs, pages):
     for run_dir in runs:
-        head = pages[1][run_dir][0].splitlines()[:40]
+        head = pages[run_dir][1].splitlines()[:40]
         assert head[0] == f"# kernelkit report: run {run_dir.name}" and "## Answers" in head
         for kernel in report.Run(run_dir).kernels:
             assert any(line.startswith(f"- **{kernel}**") for line in head), (run_dir, kernel)
