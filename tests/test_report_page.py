@@ -58,7 +58,7 @@ window.addEventListener('load', () => {
 
 
 def measure(page: Path, tmp_path: Path) -> dict:
-    probed = page.with_name(f"probed-{page.name}")
+    probed = tmp_path / f"probed-{page.name}"  # the page is self-contained: nothing it shows is a link
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>", 1), encoding="utf-8")
     done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
