@@ -84,9 +84,8 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
     from kernelkit.foreign import saw_foreign_work
 
     def named(process: Any) -> str:
-        if not isinstance(process, dict):
-            return str(process)
-        return f"{process.get('pid')}{' (seen right after it)' if process.get('right_after') else ''}"
+        return (f"{process.get('pid')}{' (seen right after it)' if process.get('right_after') else ''}"
+                if isinstance(process, dict) else str(process))
 
     return [f"{_target(r)}: pids {', '.join(named(p) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
             for r in records if saw_foreign_work(r)]
