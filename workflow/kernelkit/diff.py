@@ -227,8 +227,7 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
     shared = sorted(set(a.timings) & set(b.timings), key=sort_key)
-    configs = sorted({k[:3] for k in shared}, key=sort_key)
-    if not configs:
+    if not (configs := sorted({k[:3] for k in shared}, key=sort_key)):
         raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
                        "so there is nothing to compare")
     _setup_changes(a, b, shared, result)

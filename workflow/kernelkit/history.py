@@ -153,8 +153,7 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
 def run_command(args: argparse.Namespace) -> int:
     from kernelkit import document
 
-    outputs = [path for path in (args.markdown, args.html, args.csv) if path]
-    if not outputs:
+    if not (outputs := [path for path in (args.markdown, args.html, args.csv) if path]):
         raise KitError("name at least one output: --markdown, --html or --csv")
     check_outputs(outputs)  # before the work, not after
     folder = Path(args.folder)
