@@ -142,7 +142,7 @@ class DiffResult:
                 for kernel in kernels}
 
 
-def _sort_key(key: tuple) -> tuple:
+def sort_key(key: tuple) -> tuple:
     from kernelkit.summary import natural_key  # here, not at the top: the CLI imports this module and pandas is slow
 
     return tuple(natural_key(str(part)) for part in key)
@@ -167,7 +167,7 @@ def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, i
     for kind, outcome, name in (("correctness", "passed", "correctness {}"),
                                 ("controls", "caught", "negative control {} caught")):
         found_a, found_b = getattr(a, kind), getattr(b, kind)
-        for key in sorted(set(found_a) | set(found_b), key=_sort_key):
+        for key in sorted(set(found_a) | set(found_b), key=sort_key):
             pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
             if pa != pb:
                 result.outcome_changes.append((name.format(" ".join(key)), str(pa), str(pb)))
@@ -226,16 +226,15 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
             seed: int = 0) -> DiffResult:
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
-    shared = sorted(set(a.timings) & set(b.timings), key=_sort_key)
-    configs = sorted({k[:3] for k in shared}, key=_sort_key)
-    if not configs:
+    shared = sorted(set(a.timings) & set(b.timings), key=sort_key)
+    if not (configs := sorted({k[:3] for k in shared}, key=sort_key)):
         raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
                        "so there is nothing to compare")
     _setup_changes(a, b, shared, result)
 
     name = lambda key: f"{key[0]} {key[1]} {key[2]} rep{key[3]}"  # noqa: E731
-    result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=_sort_key)]
-    result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=_sort_key)]
+    result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]
+    result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=sort_key)]
 
     corrected = 1.0 - (1.0 - confidence) / len(configs)
     result.comparisons = [_compare_config(a, b, config, threshold, corrected, seed) for config in configs]

@@ -105,15 +105,6 @@ def card(record: dict[str, Any]) -> str | None:
     return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
 
 
-def _correctness(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(record["kernel"], layout): record for _, record in read_run_records(root, "correctness")
-            for layout in record.get("layouts", [])}
-
-
-def _controls(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(record["kernel"], record["control"]): record for _, record in read_run_records(root, "controls")}
-
-
 def load_run(path: str | Path) -> RunFiles:
     """Every result file of a run directory; KitError naming the directory or file that is unusable."""
     root = Path(path)
@@ -128,5 +119,7 @@ def load_run(path: str | Path) -> RunFiles:
         raise KitError(f"run directory {printable(str(root))} holds no timing records "
                        "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),
-                    correctness=_correctness(root), controls=_controls(root), timings=timings,
-                    card_ceilings=_card_ceilings(root))
+                    correctness={(r["kernel"], layout): r for _, r in read_run_records(root, "correctness")
+                                 for layout in r.get("layouts", [])},
+                    controls={(r["kernel"], r["control"]): r for _, r in read_run_records(root, "controls")},
+                    timings=timings, card_ceilings=_card_ceilings(root))

@@ -85,17 +85,16 @@ def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
 
 
 def csv_text(runs: list[RunSummary]) -> str:
-    from kernelkit.summary import natural_key
+    from kernelkit.diff import sort_key
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for run in runs:
-        for (kernel, shape, layout), (pooled, per) in sorted(run.medians.items(),
-                                                              key=lambda i: tuple(natural_key(p) for p in i[0])):
+        for key, (pooled, per) in sorted(run.medians.items(), key=lambda i: sort_key(i[0])):
             writer.writerow([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
                              run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
-                             kernel, shape, layout, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"])
+                             *key, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"])
     return out.getvalue()
 
 
@@ -110,6 +109,7 @@ def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
     from kernelkit import document as doc, figures, units
+    from kernelkit.diff import sort_key
     from kernelkit.summary import natural_key
 
     cards = sorted({run.card for run in runs})
@@ -129,8 +129,7 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
          run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""), str(len(run.medians))]
         for run in runs], numeric=(5,)))
     sections = [doc.Section("Runs", blocks)]
-    pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians},
-                   key=lambda p: (natural_key(p[0]), natural_key(p[1])))
+    pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians}, key=sort_key)
     figure_blocks: list[doc.Block] = []
     table_blocks: list[doc.Block] = []
     for kernel, shape in pairs:
@@ -154,8 +153,7 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
 def run_command(args: argparse.Namespace) -> int:
     from kernelkit import document
 
-    outputs = [path for path in (args.markdown, args.html, args.csv) if path]
-    if not outputs:
+    if not (outputs := [path for path in (args.markdown, args.html, args.csv) if path]):
         raise KitError("name at least one output: --markdown, --html or --csv")
     check_outputs(outputs)  # before the work, not after
     folder = Path(args.folder)

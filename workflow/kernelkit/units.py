@@ -4,16 +4,16 @@ Shared by the report and the history of runs, which reads records only, not the 
 from __future__ import annotations
 
 
+def _in_unit(us: float) -> tuple[float, str]:
+    return ((us * 1e3, "ns") if us < 1 else (us, "us") if us < 1e3
+            else (us / 1e3, "ms") if us < 1e6 else (us / 1e6, "s"))
+
+
 def duration(us: float | None) -> str:
     if us is None:
         return "n/a"
-    if us < 1:
-        return f"{us * 1e3:.1f} ns"
-    if us < 1e3:
-        return f"{us:.3f} us" if us < 100 else f"{us:.2f} us"
-    if us < 1e6:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us / 1e6:.3f} s"
+    value, unit = _in_unit(us)
+    return f"{value:.{1 if unit == 'ns' else 2 if unit == 'us' and us >= 100 else 3}f} {unit}"
 
 
 def bandwidth(bytes_: float, us: float) -> str:
@@ -47,13 +47,8 @@ def short(us: float | None) -> str:
     """A time to three significant digits, as the answers print it: 1.86 us, 14.9 us, 16.9 ms."""
     if us is None:
         return "n/a"
-    if us < 1:
-        return f"{_three(us * 1e3)} ns"
-    if us < 1e3:
-        return f"{_three(us)} us"
-    if us < 1e6:
-        return f"{_three(us / 1e3)} ms"
-    return f"{_three(us / 1e6)} s"
+    value, unit = _in_unit(us)
+    return f"{_three(value)} {unit}"
 
 
 def ratio(value: float | None) -> str:

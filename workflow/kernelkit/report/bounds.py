@@ -25,11 +25,6 @@ class Judgement:
 NO_L2 = "DRAM roofline n/a (fits in the L2; no L2 ceiling measured)"
 
 
-def _ceiling_name(kind: str, rate: float) -> str:
-    return {"copy": f"DRAM copy {rate:.0f} GB/s", "l2": f"L2 copy {rate:.0f} GB/s",
-            "gemm": f"GEMM {rate / 1e3:.1f} TFLOP/s"}[kind]
-
-
 def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     """The pooled median of one configuration against the ceiling that bounds it."""
     records = run.records(kernel, shape, layout)
@@ -59,7 +54,9 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
     rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
     fraction = achieved / rate
     above = fraction > 1.0 + stats.CEILING_TOLERANCE
-    name, reached = _ceiling_name(kind, rate), f"{achieved:.0f} {'GFLOP/s' if kind == 'gemm' else 'GB/s'}"
+    name = {"copy": f"DRAM copy {rate:.0f} GB/s", "l2": f"L2 copy {rate:.0f} GB/s",
+            "gemm": f"GEMM {rate / 1e3:.1f} TFLOP/s"}[kind]
+    reached = f"{achieved:.0f} {'GFLOP/s' if kind == 'gemm' else 'GB/s'}"
     if above and not correct:
         note = f"above the {name} ({reached}) without a passed correctness record in this run"
     elif above:

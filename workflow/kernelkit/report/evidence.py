@@ -99,10 +99,9 @@ class Sentence:
     def ratio(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:
         if self._timed(kernel, shape, top, bottom):
             value = self.run.pooled_median(kernel, shape, top) / self.run.pooled_median(kernel, shape, bottom)
-            if change:
-                self._number(units.percent(value - 1, signed=True), "change", value - 1, kernel, shape, top, bottom)
-            else:
-                self._number(units.ratio(value), "ratio", value, kernel, shape, top, bottom)
+            shown = (units.percent(value - 1, signed=True), "change", value - 1) if change else (
+                units.ratio(value), "ratio", value)
+            self._number(*shown, kernel, shape, top, bottom)
         return self
 
     def ratio_range(self, kernel: str, shape: str, top: str, bottom: str, change: bool = False) -> Sentence:

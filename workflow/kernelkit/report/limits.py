@@ -160,13 +160,11 @@ def section_limits(run: Run) -> doc.Section | None:
             [r.kernel, r.shape, (r.written or r.library)[2].ceiling or (r.written or r.library)[2].note or "n/a",
              _limit_cell(r, r.written, peak), _limit_cell(r, r.library, peak),
              f"{r.written[1] / r.library[1]:.2f}x" if r.written and r.library else "n/a"] for r in rows], numeric=(5,))]
-    figure = roofline(run, peak)
-    blocks += [figure] if figure is not None else []
+    blocks += filter(None, [roofline(run, peak)])
     if reasons := [text for kernel in run.kernels for text in explain.explanations(run, kernel)]:
         blocks += [doc.Paragraph("Why some shares are low or high, from the data:"), doc.Bullets(reasons)]
-    suspect = [f"{k} {s} {l}: {judged.note}" for k in run.kernels for s in run.shapes(k) for l in run.layouts(k)
-               if run.records(k, s, l) and (judged := judge(run, k, s, l)).above]
-    if suspect:
+    if suspect := [f"{k} {s} {l}: {judged.note}" for k in run.kernels for s in run.shapes(k)
+                   for l in run.layouts(k) if run.records(k, s, l) and (judged := judge(run, k, s, l)).above]:
         blocks.append(doc.Paragraph(f"Results above their ceiling ({len(suspect)} configuration"
                                     f"{'s' if len(suspect) > 1 else ''}): " + "; ".join(suspect) + "."))
     if run.ceilings:

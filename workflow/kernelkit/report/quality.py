@@ -49,12 +49,10 @@ def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) 
 
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets with disturbed samples: how many, and what disturbed them (from the sample tags)."""
-    found = []
-    for r in (r for r in records if r.get("disturbed_samples")):
-        why = sampler.causes([r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])
-        found.append(f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
-                     + (f" ({'; '.join(why)})" if why else ""))
-    return found
+    return [f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
+            + (f" ({'; '.join(why)})" if (why := sampler.causes(
+                [r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])) else "")
+            for r in records if r.get("disturbed_samples")]
 
 
 def run_time_paragraph(run: Run) -> doc.Paragraph:
@@ -86,9 +84,8 @@ def foreign_targets(records: list[dict[str, Any]]) -> list[str]:
     from kernelkit.foreign import saw_foreign_work
 
     def named(process: Any) -> str:
-        if not isinstance(process, dict):
-            return str(process)
-        return f"{process.get('pid')}{' (seen right after it)' if process.get('right_after') else ''}"
+        return (f"{process.get('pid')}{' (seen right after it)' if process.get('right_after') else ''}"
+                if isinstance(process, dict) else str(process))
 
     return [f"{_target(r)}: pids {', '.join(named(p) for p in (r.get('foreign_work') or {}).get('processes', [])) or 'unknown'}"
             for r in records if saw_foreign_work(r)]

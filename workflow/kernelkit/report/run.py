@@ -203,6 +203,5 @@ def rated_bandwidth_gb_s(run: Run) -> float | None:
     """Rated DRAM bandwidth from the environment record's bus width and memory clock, where it has both."""
     width, clock = run.environment.get("cuda", {}).get("memory_bus_width_bits"), run.environment.get("gpu", {}).get(
         "memory_clock_max_mhz")
-    if isinstance(width, int) and isinstance(clock, (int, float)):
-        return 2 * clock * 1e6 * width / 8 / 1e9  # double data rate
-    return None
+    known = isinstance(width, int) and isinstance(clock, (int, float))
+    return 2 * clock * 1e6 * width / 8 / 1e9 if known else None  # double data rate

@@ -80,8 +80,7 @@ def section_method(run: Run) -> doc.Section:
             f"Calls so long that {per_graph} of them would exceed {fmt(t['max_sample_ms'])} ms per sample were put "
             f"fewer to a sample (at least one), each file recording the count: {len(fewer)} timed targets, e.g. "
             + "; ".join(f"{target_name(r)} ({r['method_used']['launches_per_sample']})" for r in fewer[:4]) + "."))
-    events = [r for r in run.timings if r.get("method_used", {}).get("name") == "back_to_back_events"]
-    if events:
+    if events := [r for r in run.timings if r.get("method_used", {}).get("name") == "back_to_back_events"]:
         blocks.append(doc.Paragraph(
             f"{len(events)} timed targets could not be captured in a CUDA graph and were timed as the same number of "
             "back-to-back calls between two events on the same stream instead (the host enqueues them while the GPU "
