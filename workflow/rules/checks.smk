@@ -5,6 +5,7 @@
 # loop has moved on, so what differs per stage travels in params.
 import shlex
 
+CHECK_SETTINGS = CheckSettings.json_from_config(config)
 for kernel in KERNELS:
     for rule_name, command, files, log_file, layouts in (
         ("correctness", "correctness", PLAN.correctness_files(kernel), paths.log(paths.CORRECTNESS), LAYOUTS[kernel]),
@@ -15,7 +16,7 @@ for kernel in KERNELS:
         if not files:
             continue
         writes = (["--output", *files] if command == "sanitize" else
-                  ["--settings", CheckSettings.json_from_config(config), "--output-dir", os.path.dirname(files[0])])
+                  ["--settings", CHECK_SETTINGS, "--output-dir", os.path.dirname(files[0])])
 
         rule:
             name:
