@@ -103,14 +103,11 @@ def _published_list(kernel: str, group: list[claims.ClaimResult], pick: Callable
 def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -> None:
     """One claim (or several with the same layouts and shape: a seed's repeated measurement)."""
     result = group[0]
-    if not result.measured:
-        s.add(f"The claim \"{result.statement}\" is {claims.verdict_text(result)} "
-              f"({'; '.join(d for d in result.differences if 'measured on' not in d)}). ")
-        return
-    if result.ratios and all(r.measured is None for r in result.ratios):
-        missing = [d for d in result.differences if d.startswith("layouts not timed")]
-        s.add(f"The claim \"{result.statement}\" is not measurable here"
-              f" ({missing[0] if missing else 'its layouts were not timed together'}). ")
+    if not result.measured or (result.ratios and all(r.measured is None for r in result.ratios)):
+        why = ("; ".join(d for d in result.differences if "measured on" not in d) if not result.measured else
+               next((d for d in result.differences if d.startswith("layouts not timed")),
+                    "its layouts were not timed together"))
+        s.add(f"The claim \"{result.statement}\" is not measurable here ({why}). ")
         return
     named, shapes, change = result.names_shape, list(result.measured), claims.change_of(kernel)
     pairs = [r for r in result.ratios if r.shape == shapes[0]]

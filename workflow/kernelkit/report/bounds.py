@@ -43,20 +43,17 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
                          NO_L2 if fits else "no ceilings measured in this run")
     seconds = median_us * 1e-6
     intensity = flops / compulsory if compulsory else float("inf")
-    if intensity >= rates["gemm_gflop_s"] / rates["copy_gb_s"]:
-        kind, achieved = "gemm", flops / seconds / 1e9
-    elif fits and "l2_gb_s" in rates:
-        kind, achieved = "l2", compulsory / seconds / 1e9
-    elif fits:
+    if arithmetic := intensity >= rates["gemm_gflop_s"] / rates["copy_gb_s"]:
+        rate, achieved = rates["gemm_gflop_s"], flops / seconds / 1e9
+        name = f"GEMM {rate / 1e3:.1f} TFLOP/s"
+    elif fits and "l2_gb_s" not in rates:
         return Judgement("memory", memory, None, None, False, consistent, NO_L2)
-    else:
-        kind, achieved = "copy", compulsory / seconds / 1e9
-    rate = rates[{"copy": "copy_gb_s", "l2": "l2_gb_s", "gemm": "gemm_gflop_s"}[kind]]
+    else:  # the copy rate of the memory that holds the working set: the L2's where it fits, else DRAM's
+        rate, achieved = rates["l2_gb_s" if fits else "copy_gb_s"], compulsory / seconds / 1e9
+        name = f"{memory} copy {rate:.0f} GB/s"
     fraction = achieved / rate
     above = fraction > 1.0 + stats.CEILING_TOLERANCE
-    name = {"copy": f"DRAM copy {rate:.0f} GB/s", "l2": f"L2 copy {rate:.0f} GB/s",
-            "gemm": f"GEMM {rate / 1e3:.1f} TFLOP/s"}[kind]
-    reached = f"{achieved:.0f} {'GFLOP/s' if kind == 'gemm' else 'GB/s'}"
+    reached = f"{achieved:.0f} {'GFLOP/s' if arithmetic else 'GB/s'}"
     if above and not correct:
         note = f"above the {name} ({reached}) without a passed correctness record in this run"
     elif above:
@@ -67,4 +64,4 @@ def judge(run: Run, kernel: str, shape: str, layout: str) -> Judgement:
         note = f"at its ceiling (within {stats.CEILING_TOLERANCE:.0%})" if fraction > 1.0 else ""
     if stats.near_floor(median_us, rates.get("floor_us")):
         note = "; ".join(filter(None, [note, "within 3x the harness floor"]))
-    return Judgement("arithmetic" if kind == "gemm" else "memory", memory, name, fraction, above, consistent, note)
+    return Judgement("arithmetic" if arithmetic else "memory", memory, name, fraction, above, consistent, note)

@@ -43,7 +43,6 @@ class CardFacts:
     driver: str | None
     compute_capability: str | None
     source: str                        # where the facts come from
-    path: Path | None = None           # the file that holds them
 
     @property
     def fp32_peak_gflop_s(self) -> float | None:
@@ -98,8 +97,7 @@ def seed_card(kernel: str) -> CardFacts | None:
     return CardFacts(str(card["name"]), _whole(card.get("sm_count")), _number(card.get("boost_clock_mhz")),
                      _whole(card.get("fp32_lanes_per_sm")), _number(card.get("memory_bandwidth_gb_s")),
                      _whole(card.get("l2_bytes")), text("driver"), text("compute_capability"),
-                     f"seed {str(source.get('file', '?')).split('_')[0]}; {card.get('specification', 'the maker specification')}",
-                     claims_file(kernel))
+                     f"seed {str(source.get('file', '?')).split('_')[0]}; {card.get('specification', 'the maker specification')}")
 
 
 def seed_cards(run: Run) -> list[CardFacts]:
@@ -115,7 +113,7 @@ def run_card(run: Run) -> CardFacts:
     return CardFacts(run.device, sms if isinstance(sms, int) else None, _number(gpu.get("sm_clock_max_mhz")),
                      FP32_LANES_PER_SM.get(str(capability)), rated_bandwidth_gb_s(run), l2 if isinstance(l2, int) else None,
                      str(gpu["driver_version"]) if isinstance(gpu.get("driver_version"), str) else None,
-                     str(capability) if capability else None, "environment.json", run.dir / "environment.json")
+                     str(capability) if capability else None, "environment.json")
 
 
 @dataclass
@@ -162,7 +160,6 @@ class ClaimResult:
     reproduced: dict[str, bool | None]
     differences: list[str] = field(default_factory=list)
     gpu: str | None = None
-    card: CardFacts | None = None
     ratios: list[RatioJudgement] = field(default_factory=list)
     times: list[TimeJudgement] = field(default_factory=list)
 
@@ -237,7 +234,7 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
     card, here = seed_card(kernel), run_card(run)
     result = ClaimResult(kernel, str(claim.get("statement", "")), str(claim.get("source", {}).get("file", "")),
                          str(claim.get("source", {}).get("quote", "")), published, order, {}, {}, differences,
-                         str(gpu) if gpu else None, card)
+                         str(gpu) if gpu else None)
     for shape in shapes:
         values = result.measured[shape] = {layout: run.pooled_median(kernel, shape, layout) for layout in order}
         known = [values[layout] for layout in order]
@@ -264,18 +261,6 @@ def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
 
 def all_claims(run: Run) -> list[ClaimResult]:
     return [evaluate(run, kernel, claim) for kernel in run.kernels for claim in read_claims(kernel).get("claims", [])]
-
-
-def verdict_text(result: ClaimResult) -> str:
-    """Whether the published order of speed reproduces (the judgement by order)."""
-    if not (counted := [v for v in result.reproduced.values() if v is not None]):
-        return "not measurable here"
-    held, n = sum(counted), len(counted)
-    if held == n:
-        return "reproduced" if n == 1 else f"reproduced on all {n} shapes"
-    if held == 0:
-        return "not reproduced" if n == 1 else f"not reproduced on any of {n} shapes"
-    return f"reproduced on {held} of {n} shapes"
 
 
 def size_verdict(result: ClaimResult, shape: str) -> str:
@@ -305,31 +290,28 @@ def claim_rows(results: list[ClaimResult]) -> list[list[Any]]:
     rows: list[list[Any]] = []
     for result in results:
         if not result.measured:
+            # Nothing measured, so no order of speed either (result.reproduced is empty).
             rows.append([result.kernel, result.statement, _published_cell(result), "not timed here", "", "",
-                         verdict_text(result)])
+                         "not measurable here"])
             continue
         shapes = list(result.measured)
         at = (lambda shape: f"{shape}: ") if len(shapes) > 1 else (lambda shape: "")  # noqa: E731
-        stated, here, factor, order, verdict = "", [], [], [], []
+        # The published cell is the same at every shape but a scaled time's, which the last shape's gives.
+        stated, here, factor, order, verdict = _published_cell(result), [], [], [], []
         for shape in shapes:
-            ratios = [r for r in result.ratios if r.shape == shape]
-            times = [t for t in result.times if t.shape == shape]
-            if ratios:
+            if ratios := [r for r in result.ratios if r.shape == shape]:
                 stated = "; ".join(f"{r.other}/{r.first} {r.published:.2f}x" for r in ratios)
                 here.append(at(shape) + "; ".join(f"{r.other}/{r.first} {units.ratio(r.measured)} "
                                                   f"({units.spread(r.per_repeat, 'x')})" for r in ratios))
                 factor.append(at(shape) + ", ".join(f"{r.measured / r.published:.2f}" if r.measured else "n/a"
                                                     for r in ratios))
-            elif times:
-                t = times[0]
+            elif t := next((t for t in result.times if t.shape == shape), None):
                 stated = (f"{t.layout} {units.short(t.published_us)}; x {t.scale:.3g} ({t.ceiling} ratio) = "
                           f"{units.short(t.scaled_us)}" if t.scaled_us is not None
                           else f"{t.layout} {units.short(t.published_us)} (not scaled: a card fact is missing)")
                 here.append(at(shape) + f"{t.layout} {units.short(t.measured_us)} ({units.spread(t.per_repeat, ' us')})")
                 factor.append(at(shape) + (f"{t.measured_us / t.scaled_us:.2f}" if t.scaled_us and t.measured_us
                                            else "n/a"))
-            else:
-                stated = _published_cell(result)
             held = result.reproduced.get(shape)
             order.append(at(shape) + ("reproduced" if held else "not reproduced" if held is False else "n/a"))
             verdict.append(at(shape) + size_verdict(result, shape))
