@@ -125,7 +125,6 @@ def test_hypothesis_is_checked_against_each_repeat(markdown, run_dir):
         medians = table[table["repeat"] == verdict["repeat"]].pivot(index="shape", columns="layout", values="median_us")
         losing = sorted(medians.index[~(medians["t256"] < medians["t32"])])
         assert verdict["holds"] == (not losing)
-        assert sorted(c.split(" ")[0] for c in verdict["counter_examples"]) == losing
         assert f"rep{verdict['repeat']} {'holds' if verdict['holds'] else 'fails'}" in markdown.split("## Answers")[1]
 
 

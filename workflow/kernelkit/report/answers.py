@@ -128,8 +128,7 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
             _published_list(kernel, group, lambda m, p=p: next(r.published for r in m.ratios
                                                                 if (r.first, r.other) == (p.first, p.other)),
                             s, lambda v: f"{v:.2f}x")
-        one = pairs[0] if len(pairs) == 1 and named else None
-        if one:
+        if one := (pairs[0] if len(pairs) == 1 and named else None):
             for i, layout in enumerate((one.other, one.first)):
                 value = result.published[layout]
                 s.add(f" vs {layout} " if i else f" ({layout} ").published(kernel, units.short(value), value)
@@ -147,8 +146,7 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
                 s.add(f" ({one.other} ").median(kernel, shape, one.other).add(", ").range(kernel, shape, one.other)
                 s.add(f"; {one.first} ").median(kernel, shape, one.first).add(", ").range(kernel, shape, one.first).add(")")
             s.add(f"{at(shape)}, {claims.size_verdict(result, shape)}")
-    elif times := [t for t in result.times if t.shape == shapes[0]]:
-        t = times[0]
+    elif t := next((t for t in result.times if t.shape == shapes[0]), None):
         s.add(f"{lead}{t.layout}: the seed's ").published(kernel, units.short(t.published_us), t.published_us)
         if t.scaled_us is not None:
             s.add(" (").published(kernel, units.short(t.scaled_us), t.scaled_us).add(f" scaled by the cards' {t.ceiling} ratio)")
