@@ -11,16 +11,16 @@ from typing import Any, Callable
 from kernelkit import document as doc
 from kernelkit import figures
 from kernelkit import units
+from kernelkit.diff_inputs import by_process, shared_processes
 from kernelkit.report import claims
 from kernelkit.report.evidence import Links, Quantity, Sentence
+from kernelkit.report.quality import foreign_targets, looked_after
 from kernelkit.report.run import Run
 from kernelkit.report.verdicts import HypothesisAnswer, hypothesis_answers
 
 
 def how_made(run: Run, links: Links | None = None) -> list[doc.Inline]:
     """How the run was made, every fact read from its records and linked to them."""
-    from kernelkit.diff_inputs import by_process, shared_processes
-
     links = links or Links(run, None)
     env = run.environment
     host, gpu = env.get("host", {}), env.get("gpu", {})
@@ -260,8 +260,6 @@ def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str
 
 def foreign_work_warning(run: Run) -> str | None:
     """The first screen's warning: the answers include samples another process's work touched."""
-    from kernelkit.report.quality import foreign_targets, looked_after
-
     timed = run.timings + run.cold
     if not (touched := foreign_targets(timed)):
         return None

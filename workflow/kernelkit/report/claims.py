@@ -18,6 +18,7 @@ from kernelkit import KitError
 from kernelkit import document as doc
 from kernelkit import spec as specs
 from kernelkit import units
+from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run, rated_bandwidth_gb_s
 
 # A published ratio reproduces when this run's lies within this factor of it (10%: wider than the
@@ -208,8 +209,6 @@ def card_scale(seed: CardFacts | None, here: CardFacts, ceiling: str) -> float |
 
 
 def evaluate(run: Run, kernel: str, claim: dict[str, Any]) -> ClaimResult:
-    from kernelkit.report.bounds import judge
-
     order = [str(layout) for layout in claim.get("faster_to_slower", [])]
     wanted, shapes, gpu = claim.get("shape"), run.shapes(kernel), claim.get("gpu")
     differences = []

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 
 from kernelkit.report.run import Run
-from kernelkit.summary import natural_key
 
 
 def hypothesis_verdicts(table: pd.DataFrame, hypothesis: dict[str, Any]) -> list[dict[str, Any]]:
@@ -56,7 +55,7 @@ def hypothesis_answers(run: Run) -> list[HypothesisAnswer]:
     for hypothesis in run.config.get("hypotheses", []):
         kernel, fast, slow = hypothesis["kernel"], hypothesis["faster"], hypothesis["slower"]
         ratios = {s: values for s in run.shapes(kernel) if (values := run.repeat_ratios(kernel, s, slow, fast))}
-        shapes = sorted(ratios, key=natural_key)
+        shapes = list(ratios)  # in run.shapes' order
         pooled = {s: run.pooled_median(kernel, s, slow) / run.pooled_median(kernel, s, fast) for s in shapes}
         answers.append(HypothesisAnswer(hypothesis, hypothesis_verdicts(run.table, hypothesis), shapes,
                                         [s for s in shapes if all(r > 1 for r in ratios[s])], ratios, pooled))
