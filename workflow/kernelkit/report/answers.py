@@ -72,13 +72,12 @@ def _hypothesis_sentence(answer: HypothesisAnswer, s: Sentence, covered: bool) -
     kernel, fast, slow = h["kernel"], h["faster"], h["slower"]
     s.add(f"Hypothesis \"{h['statement']}\": {answer.verdict}")
     if not (n := len(answer.shapes)):
-        s.add(f" ({fast} and {slow} were not both timed).")
+        s.add(f" ({fast} and {slow} were not both timed)")
     elif answer.verdict == "holds":
         s.add(f", {fast} faster at ").wins(answer, f"all {n} shapes").add(" in every repeat")
         if not covered:
             margin = min(answer.shapes, key=lambda shape: answer.pooled[shape])
             s.add(f"; the smallest margin is {slow}/{fast} ").ratio_and_range(kernel, margin, slow, fast).add(f" at {margin}")
-        s.add(".")
     else:
         s.add(f": {fast} is faster at ").wins(answer, f"{len(answer.holds_everywhere)} of {n} shapes")
         losses = answer.fails_everywhere
@@ -88,7 +87,7 @@ def _hypothesis_sentence(answer: HypothesisAnswer, s: Sentence, covered: bool) -
             s.ratio_range(kernel, shape, fast, slow).add(")")
         if answer.undecided:
             s.add(f"; its repeats disagree at {', '.join(answer.undecided)}")
-        s.add(".")
+    s.add(".")
 
 
 def _published_list(kernel: str, group: list[claims.ClaimResult], pick: Callable[[claims.ClaimResult], float],
@@ -239,8 +238,7 @@ def operation_rows(run: Run, results: list[claims.ClaimResult]) -> list[list[str
     """Per kernel and shape with a declared change: the change here, and the seed's beside it."""
     rows = []
     for kernel in run.kernels:
-        change = claims.change_of(kernel)
-        if not change or not all(layout in run.layouts(kernel) for layout in change):
+        if not (change := claims.change_of(kernel)):
             continue
         before, after = change
         stated = next((r for r in results if r.kernel == kernel and set(r.published) == {before, after}), None)

@@ -4,7 +4,7 @@ shape. Numbers only; the sentences that say them (with links to the records) are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -32,7 +32,7 @@ class HypothesisAnswer:
     shapes: list[str]
     holds_everywhere: list[str]          # shapes where it holds in every repeat
     ratios: dict[str, list[float]]       # shape -> slower / faster median, per repeat (above 1: it holds)
-    pooled: dict[str, float] = field(default_factory=dict)   # shape -> slower / faster pooled median
+    pooled: dict[str, float]             # shape -> slower / faster pooled median
 
     @property
     def fails_everywhere(self) -> list[str]:
