@@ -162,15 +162,12 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
 def _best_sentence(run: Run, kernel: str, s: Sentence) -> None:
     for i, shape in enumerate(run.shapes(kernel)):
         written, library = run.fastest(kernel, shape)
-        s.add("; " if i else "")
-        if written and library:
-            best, lib = written[0], library[0]
-            s.add(f"at {shape} the fastest hand-written layout, {best}, takes ").median_range(kernel, shape, best)
-            s.add(f", {lib} the fastest library ").median(kernel, shape, lib)
-            s.add(": ").ratio_and_range(kernel, shape, best, lib)
-        else:
-            best = (written or library)[0]
-            s.add(f"at {shape} the fastest layout, {best}, takes ").median_range(kernel, shape, best)
+        best, both = (written or library)[0], written and library
+        s.add("; " if i else "").add(f"at {shape} the fastest {'hand-written ' if both else ''}layout, {best}, takes ")
+        s.median_range(kernel, shape, best)
+        if both:
+            s.add(f", {library[0]} the fastest library ").median(kernel, shape, library[0])
+            s.add(": ").ratio_and_range(kernel, shape, best, library[0])
     s.add(". ")
 
 

@@ -339,7 +339,6 @@ def section_claims(results: list[ClaimResult]) -> list[doc.Block]:
 def card_rows(run: Run) -> tuple[list[str], list[list[str]]]:
     """The seeds' cards (one column each) and this run's card: the facts the claims' scaling uses."""
     cards, here = seed_cards(run), run_card(run)
-    columns = [*cards, here]
     rate = lambda v, unit: f"{v:,.0f} {unit}" if v else "n/a"  # noqa: E731
     facts = [("SMs", lambda c: str(c.sm_count) if c.sm_count else "n/a"),
              ("Clock (boost; this run: max SM clock)", lambda c: rate(c.clock_mhz, "MHz")),
@@ -350,7 +349,7 @@ def card_rows(run: Run) -> tuple[list[str], list[list[str]]]:
              ("L2", lambda c: units.size(c.l2_bytes) if c.l2_bytes else "n/a"),
              ("Driver", lambda c: c.driver or "not stated"),
              ("Compute capability", lambda c: c.compute_capability or "n/a"), ("Source", lambda c: c.source)]
-    rows = [[label, *map(cell, columns)] for label, cell in facts]
+    rows = [[label, *map(cell, [*cards, here])] for label, cell in facts]
     copy, gemm = run.ceiling.get("copy_gb_s"), run.ceiling.get("gemm_gflop_s")
     rows.append(["Measured here: copy / SGEMM", *("-" for _ in cards),
                  f"{rate(copy, 'GB/s')} / {gemm / 1e3:.1f} TFLOP/s" if copy and gemm else "not measured"])
