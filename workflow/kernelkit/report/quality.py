@@ -125,11 +125,10 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
            "short timing)" if looked_after(sampled + run.spans) else "") + "."))
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
-    foreign, retimed = foreign_targets(sampled + run.spans), retimed_targets(sampled + run.spans)
-    if foreign:
+    if foreign := foreign_targets(sampled + run.spans):
         blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
                                     + "; ".join(foreign) + "."))
-    if retimed:
+    if retimed := retimed_targets(sampled + run.spans):
         blocks.append(doc.Paragraph(
             f"Foreign work touched the samples of {len(retimed)} timed targets or spans, which were taken again once the "
             "GPU was idle (gpu_lock.wait_for_idle; the record keeps the samples set aside): " + "; ".join(retimed) + "."))
