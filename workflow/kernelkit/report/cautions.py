@@ -103,8 +103,7 @@ def condensed_caveats(items: list[str]) -> list[str]:
             out += [("wide",)] if len(wide) == 1 else []
         else:
             out.append(item)
-    top = sorted(gaps, reverse=True)
-    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in top[:5])
+    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in sorted(gaps, reverse=True)[:5])
     said = {"gaps": f"In {len(gaps)} configurations the repeats' medians differ by more than the spread of samples "
                       f"inside either (the gap over the smaller median: {named}"
                       + (f", and {len(gaps) - 5} more" if len(gaps) > 5 else "") + "): a second process tells more "

@@ -112,8 +112,7 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     points = sum(len(r["clock_trace"]) for r in sampled)
     clocks = [p["sm_clock_mhz"] for r in sampled for p in r["clock_trace"] if isinstance(p["sm_clock_mhz"], (int, float))]
     reasons = sorted({x for r in sampled for p in r["clock_trace"] if isinstance(p["reasons"], list) for x in p["reasons"]})
-    blocks: list[doc.Block] = [figure] if figure else []
-    blocks.append(doc.Paragraph(
+    blocks: list[doc.Block] = [*([figure] if figure else []), doc.Paragraph(
         f"NVML read every {settings['interval_ms']:g} ms on a background thread during the samples of "
         f"{len(sampled)} timed targets ({points} readings; SM clock {min(clocks):g} to {max(clocks):g} MHz; reasons seen: "
         f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
@@ -122,7 +121,7 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)"
         + (" or right after it (NVML's device utilisation over a period after the timing, while the kit launched "
            "nothing and another process held a context: NVML samples processes too seldom to show work begun in a "
-           "short timing)" if looked_after(sampled + run.spans) else "") + "."))
+           "short timing)" if looked_after(sampled + run.spans) else "") + ".")]
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
     if foreign := foreign_targets(sampled + run.spans):
