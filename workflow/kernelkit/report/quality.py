@@ -149,8 +149,7 @@ def noise_rows(run: Run) -> list[list[str]]:
     from kernelkit.diff_inputs import samples_by_process
 
     rows = []
-    for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
-                                                 key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
+    for (kernel, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"], sort=False):
         within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
         # One median per process, the repeats one worker process ran pooled as one: they show no
         # spread between processes.

@@ -65,6 +65,7 @@ class Run:
         self.profiles = [read_checked(p, "profile") for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
+        # In natural order (kernel, shape, layout, repeat), which groupby(sort=False) keeps.
         self.table = summarize_records(self.timings)
         self._configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for record in self.timings:

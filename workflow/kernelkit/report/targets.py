@@ -149,13 +149,10 @@ def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
 def section_samples(run: Run) -> doc.Section:
     """Per repeat: median [min, max] of each process's samples, the numbers every other table pools."""
     rows = []
-    for kernel in run.kernels:
-        rows_k = run.table[run.table["kernel"] == kernel]
-        for (shape, layout), group in sorted(rows_k.groupby(["shape", "layout"]),
-                                             key=lambda item: (natural_key(item[0][0]), natural_key(item[0][1]))):
-            cells = [f"rep{int(r['repeat'])}: {r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
-                     for _, r in group.sort_values("repeat").iterrows()]
-            rows.append([kernel, shape, layout, "; ".join(cells)])
+    for (kernel, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"], sort=False):
+        cells = [f"rep{int(r['repeat'])}: {r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
+                 for _, r in group.sort_values("repeat").iterrows()]
+        rows.append([kernel, shape, layout, "; ".join(cells)])
     repeats = run.table["repeat"].nunique()
     return doc.Section("Samples per repeat", [
         doc.Paragraph("Median per-launch time in microseconds with the minimum and maximum sample, per repeat."),
