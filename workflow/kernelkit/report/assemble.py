@@ -27,8 +27,7 @@ __all__ = ["Run", "build", "render_markdown", "caveats", "condensed_caveats", "M
 
 
 def _figure(figure_dir: Path | None, name: str, caption: str) -> doc.Figure | None:
-    path = figure_dir / f"{name}.svg" if figure_dir else None
-    if path is None or not path.exists():
+    if figure_dir is None or not (path := figure_dir / f"{name}.svg").exists():
         return None
     try:
         text = path.read_text(encoding="utf-8")
@@ -56,5 +55,5 @@ def build(run_dir: Path, figure_dir: Path | None = None,
     return f"kernelkit report: run {run.name}", [s for s in sections if s is not None]
 
 
-def render_markdown(run_dir: Path, figure_dir: Path | None = None, report_dir: Path | None = None) -> str:
-    return doc.render_markdown(*build(run_dir, figure_dir, report_dir))
+def render_markdown(run_dir: Path) -> str:
+    return doc.render_markdown(*build(run_dir))

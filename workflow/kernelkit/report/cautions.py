@@ -16,9 +16,8 @@ def caveats(run: Run) -> list[str]:
     locked = run.environment["clocks_locked"]
     if locked is not True:
         found.append("Clocks were not locked" if locked is False else f"Whether clocks were locked is unknown ({locked})")
-    changed = [f"{_target(r)} ({r['nvml_before']['sm_clock_mhz']} -> {r['nvml_after']['sm_clock_mhz']} MHz)"
-               for r in run.timings if r["nvml_before"].get("sm_clock_mhz") != r["nvml_after"].get("sm_clock_mhz")]
-    if changed:
+    if changed := [f"{_target(r)} ({r['nvml_before']['sm_clock_mhz']} -> {r['nvml_after']['sm_clock_mhz']} MHz)"
+                   for r in run.timings if r["nvml_before"].get("sm_clock_mhz") != r["nvml_after"].get("sm_clock_mhz")]:
         found.append(f"SM clock differed before and after {len(changed)} timed targets: " + "; ".join(changed))
     throttled: dict[str, list[str]] = {}
     for record, when, snap in _snapshots(run):
@@ -56,10 +55,9 @@ def caveats(run: Run) -> list[str]:
         found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
                      "their numbers come from the stretch after the wait")
     # The planned order is the one every record names (its order key within its repeat).
-    plan = [(r["kernel"], r["shape"], r["layout"], r["repeat"])
-            for r in sorted(run.timings, key=lambda r: (r["repeat"], r["order"].get("key", 0)))]
-    executed = [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=lambda r: r["started_utc"])]
-    if len(executed) == len(plan) and executed != plan:
+    plan, executed = ([(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=key)]
+                      for key in (lambda r: (r["repeat"], r["order"].get("key", 0)), lambda r: r["started_utc"]))
+    if executed != plan:
         moved = sum(a != b for a, b in zip(executed, plan))
         runs_of_kernels = 1 + sum(a[0] != b[0] for a, b in zip(executed, executed[1:]))
         found.append(f"Timed targets did not run in the planned shuffled order ({moved} of {len(plan)} out of place; "
@@ -105,8 +103,7 @@ def condensed_caveats(items: list[str]) -> list[str]:
             out += [("wide",)] if len(wide) == 1 else []
         else:
             out.append(item)
-    top = sorted(gaps, reverse=True)
-    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in top[:5])
+    named = ", ".join(f"{what} ({100 * gap:.1f}%)" for gap, what in sorted(gaps, reverse=True)[:5])
     said = {"gaps": f"In {len(gaps)} configurations the repeats' medians differ by more than the spread of samples "
                       f"inside either (the gap over the smaller median: {named}"
                       + (f", and {len(gaps) - 5} more" if len(gaps) > 5 else "") + "): a second process tells more "

@@ -52,8 +52,7 @@ def section_correctness(run: Run) -> doc.Section:
 
 def determinism_sentence(cases: list[dict[str, Any]]) -> str | None:
     """What the repeated launches of the correctness cases showed; None for runs made before them."""
-    found = determinism.summarize(cases)
-    if found is None:
+    if (found := determinism.summarize(cases)) is None:
         return None
     text = (f"Determinism: each of {found['cases']} cases was launched {', '.join(map(str, found['launches']))} times on a "
             f"freshly filled output; {len(found['differing'])} did not repeat their bits"
@@ -63,8 +62,7 @@ def determinism_sentence(cases: list[dict[str, Any]]) -> str | None:
 
 def verified_sentence(records: list[dict[str, Any]]) -> str | None:
     """What the timing records say about their timed-shape verification; None for runs before it."""
-    found = verify.summarize(records)
-    if found is None:
+    if (found := verify.summarize(records)) is None:
         return None
     worst = found["worst"]
     return (f"Timed shapes: {found['verified']} of {found['records']} timing records verified their own output once at "

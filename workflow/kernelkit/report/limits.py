@@ -62,9 +62,15 @@ def ceiling_blocks(run: Run) -> list[doc.Block]:
                 f"{name} {record[work] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} {rates[kind][1]}"
                 for name, v in sorted(record["variants"].items())) + f" (the ceiling is the fastest, {record['best']})."))
     if run.cards:
+        first = card_label({"gpu_uuid": run.environment.get("gpu_uuid") or run.environment.get("gpu", {}).get("uuid"),
+                            "gpu_index": run.environment.get("gpu_index")}) or "first card"
+        per_card = [[label, *(f"{r[key]:.1f} {unit}" if key in r else "n/a" for key, unit in rates.values()),
+                     f"{r['floor_us']:.3f} us" if "floor_us" in r else "n/a"]
+                    for label, r in [(first, run.ceiling),
+                                     *((card.label or "unnamed card", card.rates) for card in run.cards)]]
         blocks += [doc.Paragraph("Every card of this run measured its own ceilings; a target is divided by those of the "
                                  "card that timed it:"),
-                   doc.Table(["Card", "Copy", "L2 copy", "GEMM", "Floor"], card_ceiling_rows(run), numeric=(1, 2, 3, 4))]
+                   doc.Table(["Card", "Copy", "L2 copy", "GEMM", "Floor"], per_card, numeric=(1, 2, 3, 4))]
     if "copy_gb_s" in run.ceiling and "gemm_gflop_s" in run.ceiling:
         blocks.append(doc.Paragraph(f"Ridge point: {run.ceiling['gemm_gflop_s'] / run.ceiling['copy_gb_s']:.2f} "
                                     "FLOPs per byte."))
@@ -171,13 +177,3 @@ def section_limits(run: Run) -> doc.Section | None:
         blocks.append(doc.Details("How the ceilings were measured (" + ", ".join(sorted(run.ceilings)) + ")",
                                   ceiling_blocks(run)))
     return doc.Section("Limits", blocks)
-
-
-def card_ceiling_rows(run: Run) -> list[list[str]]:
-    """One row per card: the run's first card, then gpus/<i>/."""
-    first = card_label({"gpu_uuid": run.environment.get("gpu_uuid") or run.environment.get("gpu", {}).get("uuid"),
-                        "gpu_index": run.environment.get("gpu_index")}) or "first card"
-    return [[label, *(f"{rates[key]:.1f} {unit}" if key in rates else "n/a" for key, unit in
-                      (("copy_gb_s", "GB/s"), ("l2_gb_s", "GB/s"), ("gemm_gflop_s", "GFLOP/s"))),
-             f"{rates['floor_us']:.3f} us" if "floor_us" in rates else "n/a"]
-            for label, rates in [(first, run.ceiling), *((card.label or "unnamed card", card.rates) for card in run.cards)]]

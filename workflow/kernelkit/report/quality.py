@@ -112,8 +112,7 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
     points = sum(len(r["clock_trace"]) for r in sampled)
     clocks = [p["sm_clock_mhz"] for r in sampled for p in r["clock_trace"] if isinstance(p["sm_clock_mhz"], (int, float))]
     reasons = sorted({x for r in sampled for p in r["clock_trace"] if isinstance(p["reasons"], list) for x in p["reasons"]})
-    blocks: list[doc.Block] = [figure] if figure else []
-    blocks.append(doc.Paragraph(
+    blocks: list[doc.Block] = [*([figure] if figure else []), doc.Paragraph(
         f"NVML read every {settings['interval_ms']:g} ms on a background thread during the samples of "
         f"{len(sampled)} timed targets ({points} readings; SM clock {min(clocks):g} to {max(clocks):g} MHz; reasons seen: "
         f"{', '.join(reasons) or 'none'}). A sample is disturbed when a reading within one interval of it showed a "
@@ -122,14 +121,13 @@ def section_clocks(run: Run, figure: doc.Figure | None) -> doc.Section | None:
         "(per-process utilisation from NVML; kit processes waiting for the lock hold idle contexts and do not count)"
         + (" or right after it (NVML's device utilisation over a period after the timing, while the kit launched "
            "nothing and another process held a context: NVML samples processes too seldom to show work begun in a "
-           "short timing)" if looked_after(sampled + run.spans) else "") + "."))
+           "short timing)" if looked_after(sampled + run.spans) else "") + ".")]
     affected = disturbed_targets(sampled)
     blocks.append(doc.Bullets(affected) if affected else doc.Paragraph("No sample was disturbed."))
-    foreign, retimed = foreign_targets(sampled + run.spans), retimed_targets(sampled + run.spans)
-    if foreign:
+    if foreign := foreign_targets(sampled + run.spans):
         blocks.append(doc.Paragraph(f"Another process computed on the GPU during {len(foreign)} timed targets or spans: "
                                     + "; ".join(foreign) + "."))
-    if retimed:
+    if retimed := retimed_targets(sampled + run.spans):
         blocks.append(doc.Paragraph(
             f"Foreign work touched the samples of {len(retimed)} timed targets or spans, which were taken again once the "
             "GPU was idle (gpu_lock.wait_for_idle; the record keeps the samples set aside): " + "; ".join(retimed) + "."))
@@ -151,8 +149,7 @@ def noise_rows(run: Run) -> list[list[str]]:
     from kernelkit.diff_inputs import samples_by_process
 
     rows = []
-    for (kernel, shape, layout), group in sorted(run.table.groupby(["kernel", "shape", "layout"]),
-                                                 key=lambda i: (i[0][0], natural_key(i[0][1]), natural_key(i[0][2]))):
+    for (kernel, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"], sort=False):
         within = float(((group["max_us"] - group["min_us"]) / group["median_us"]).median())
         # One median per process, the repeats one worker process ran pooled as one: they show no
         # spread between processes.

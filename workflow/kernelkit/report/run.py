@@ -29,15 +29,14 @@ def card_label(record: dict[str, Any]) -> str | None:
 
 
 class Card:
-    """One card's environment and ceilings (layout.card_dirs): the run's first card, or gpus/<i>/."""
+    """One card's ceiling rates, UUID and label (layout.card_dirs): the run's first card, or gpus/<i>/."""
 
     def __init__(self, directory: Path) -> None:
-        self.environment = read_checked(directory / "environment.json", "environment")
-        self.ceilings = {r["kind"]: r for r in load(directory, "ceilings")}
-        self.rates = stats.rates(self.ceilings)
-        gpu = self.environment.get("gpu", {})
-        self.uuid = self.environment.get("gpu_uuid") or (gpu.get("uuid") if isinstance(gpu, dict) else None)
-        self.label = card_label({"gpu_uuid": self.uuid, "gpu_index": self.environment.get("gpu_index")})
+        environment = read_checked(directory / "environment.json", "environment")
+        self.rates = stats.rates({r["kind"]: r for r in load(directory, "ceilings")})
+        gpu = environment.get("gpu", {})
+        self.uuid = environment.get("gpu_uuid") or (gpu.get("uuid") if isinstance(gpu, dict) else None)
+        self.label = card_label({"gpu_uuid": self.uuid, "gpu_index": environment.get("gpu_index")})
 
 
 class Run:
@@ -66,6 +65,7 @@ class Run:
         self.profiles = [read_checked(p, "profile") for p in run_result_files(self.dir, "profile")]
         if not self.timings:
             raise KitError(f"run directory {self.dir} holds no timing files with samples")
+        # In natural order (kernel, shape, layout, repeat), which groupby(sort=False) keeps.
         self.table = summarize_records(self.timings)
         self._configs: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for record in self.timings:
@@ -140,8 +140,7 @@ class Run:
             try:
                 shape = spec.parse_shape(record["shape"])
                 compulsory = int(spec.bytes_moved(shape))
-                issued = int(spec.bytes_issued(shape)) if spec.bytes_issued else compulsory
-                return compulsory, issued
+                return compulsory, int(spec.bytes_issued(shape)) if spec.bytes_issued else compulsory
             except (KitError, TypeError, ValueError):
                 pass
         return int(record["bytes_moved"]), int(record["bytes_moved"])
@@ -152,9 +151,9 @@ class Run:
         uuids = {r.get("gpu_uuid") for r in records}
         return next((card.rates for card in self.cards if uuids == {card.uuid}), self.ceiling)
 
-    def cards_of(self, kernel: str, shape: str | None = None) -> list[str]:
-        """The cards that timed a kernel (or one of its shapes), as the records name them."""
-        return sorted({label for r in self.timings if r["kernel"] == kernel and shape in (None, r["shape"])
+    def cards_of(self, kernel: str, shape: str) -> list[str]:
+        """The cards that timed one shape of a kernel, as the records name them."""
+        return sorted({label for r in self.timings if (r["kernel"], r["shape"]) == (kernel, shape)
                        if (label := card_label(r))})
 
     def mixed_card_shapes(self, kernel: str) -> list[str]:

@@ -74,8 +74,7 @@ def section_method(run: Run) -> doc.Section:
     )
     blocks: list[doc.Block] = [doc.Paragraph(text)]
     per_graph = launches if isinstance(launches, int) else max(launches)
-    fewer = [r for r in run.timings if r.get("method_used", {}).get("launches_per_sample", per_graph) < per_graph]
-    if fewer:
+    if fewer := [r for r in run.timings if r.get("method_used", {}).get("launches_per_sample", per_graph) < per_graph]:
         blocks.append(doc.Paragraph(
             f"Calls so long that {per_graph} of them would exceed {fmt(t['max_sample_ms'])} ms per sample were put "
             f"fewer to a sample (at least one), each file recording the count: {len(fewer)} timed targets, e.g. "
@@ -154,11 +153,9 @@ def section_environment(run: Run) -> doc.Section:
     if not env["nvml_available"]:
         blocks.append(doc.Paragraph(f"NVML was not usable ({env['nvml_error']}): clocks, power, temperature and "
                                     "clock-event reasons are not recorded for this run."))
-    missing = unavailable_fields({k: env[k] for k in ("gpu", "cuda", "host", "snapshot")})
-    if missing and env["nvml_available"]:
+    elif missing := unavailable_fields({k: env[k] for k in ("gpu", "cuda", "host", "snapshot")}):
         blocks.append(doc.Paragraph("Fields that could not be read: "
                                     + "; ".join(f"{key} ({why})" for key, why in missing) + "."))
-    gpu = env["gpu"]
-    summary = (f"{run.device}, driver {fmt(gpu['driver_version'])}, clocks "
+    summary = (f"{run.device}, driver {fmt(env['gpu']['driver_version'])}, clocks "
                f"{'locked' if env['clocks_locked'] is True else 'not locked'}, kit {str(env['host']['kit_commit'])[:7]}")
     return doc.Section("Environment", blocks, summary=summary)

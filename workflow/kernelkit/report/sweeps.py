@@ -4,7 +4,7 @@ ceiling (judged as the per-target table judges it), with one figure per sweep ac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kernelkit import KitError
@@ -27,7 +27,7 @@ class SweepResult:
     invalid: int | None                       # points the spec refuses at this run's shapes
     fraction: float | None                    # best point's fraction of its ceiling
     ceiling: str | None                       # which ceiling, e.g. "GEMM 51.2 TFLOP/s"
-    libraries: dict[str, float] = field(default_factory=dict)   # library layout -> pooled median
+    libraries: dict[str, float]               # library layout -> pooled median
 
     @property
     def best(self) -> tuple[str, float]:

@@ -23,7 +23,6 @@ class TargetRow:
     layout: str
     median_us: float
     noise: float            # largest relative standard deviation of one process's samples
-    repeats: int
     compulsory_bytes: int
     issued_bytes: int
     flops: int
@@ -39,7 +38,7 @@ def target_rows(run: Run, kernel: str) -> list[TargetRow]:
                 noise = max(statistics.stdev(r["samples_us"]) / statistics.mean(r["samples_us"])
                             if len(r["samples_us"]) > 1 else 0.0 for r in records)
                 rows.append(TargetRow(kernel, shape, layout, run.pooled_median(kernel, shape, layout) or 0.0, noise,
-                                      len(records), *run.byte_counts(records[0]), int(records[0]["flops"]),
+                                      *run.byte_counts(records[0]), int(records[0]["flops"]),
                                       judge(run, kernel, shape, layout), layout in run.libraries(kernel)))
     return rows
 
@@ -59,7 +58,7 @@ def _render_row(row: TargetRow) -> list[str]:
             "L2-resident" if j.memory == "L2" else "DRAM", j.note]
 
 
-def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
+def faster_layouts(table: pd.DataFrame, kernel: str) -> list[list[str]]:
     """Per shape: the fastest layout in each repeat, its margin over the runner-up, and agreement."""
     rows_k = table[table["kernel"] == kernel]
     result = []
@@ -70,7 +69,8 @@ def faster_layouts(table: pd.DataFrame, kernel: str) -> list[dict[str, Any]]:
             if len(hit) >= 2:
                 winners.append((int(repeat), hit.iloc[0]["layout"], hit.iloc[1]["median_us"] / hit.iloc[0]["median_us"]))
         if winners:
-            result.append({"shape": shape, "winners": winners, "agree": len({w[1] for w in winners}) == 1})
+            result.append([shape, ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in winners),
+                           "yes" if len({w[1] for w in winners}) == 1 else "no"])
     return result
 
 
@@ -130,9 +130,8 @@ def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
             inner.append(doc.Paragraph(cards))
         inner += [
             doc.Paragraph("Faster layout per shape; the margin is the runner-up's median over the winner's:"),
-            doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"], [
-                [f["shape"], ", ".join(f"rep{r}: {w} ({m:.2f}x)" for r, w, m in f["winners"]),
-                 "yes" if f["agree"] else "no"] for f in faster_layouts(run.table, kernel)]),
+            doc.Table(["Shape", "Faster layout per repeat (margin)", "Same in every repeat"],
+                      faster_layouts(run.table, kernel)),
             doc.Paragraph("Resources of the compiled kernel, read from the function and the launch:"),
             doc.Table(["Layout", "Registers per thread", "Static shared (bytes)", "Dynamic shared (bytes)",
                        "Local memory (bytes)", "Max threads per block", "Block"], resource_rows(run, kernel),
@@ -150,13 +149,10 @@ def section_targets(run: Run, figures: dict[str, doc.Figure]) -> doc.Section:
 def section_samples(run: Run) -> doc.Section:
     """Per repeat: median [min, max] of each process's samples, the numbers every other table pools."""
     rows = []
-    for kernel in run.kernels:
-        rows_k = run.table[run.table["kernel"] == kernel]
-        for (shape, layout), group in sorted(rows_k.groupby(["shape", "layout"]),
-                                             key=lambda item: (natural_key(item[0][0]), natural_key(item[0][1]))):
-            cells = [f"rep{int(r['repeat'])}: {r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
-                     for _, r in group.sort_values("repeat").iterrows()]
-            rows.append([kernel, shape, layout, "; ".join(cells)])
+    for (kernel, shape, layout), group in run.table.groupby(["kernel", "shape", "layout"], sort=False):
+        cells = [f"rep{int(r['repeat'])}: {r['median_us']:.3f} [{r['min_us']:.3f}, {r['max_us']:.3f}]"
+                 for _, r in group.sort_values("repeat").iterrows()]
+        rows.append([kernel, shape, layout, "; ".join(cells)])
     repeats = run.table["repeat"].nunique()
     return doc.Section("Samples per repeat", [
         doc.Paragraph("Median per-launch time in microseconds with the minimum and maximum sample, per repeat."),
