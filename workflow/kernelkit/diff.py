@@ -148,29 +148,6 @@ def sort_key(key: tuple) -> tuple:
     return tuple(natural_key(str(part)) for part in key)
 
 
-def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, int]], result: DiffResult) -> None:
-    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
-    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
-    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
-
-    changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
-    for key in shared:
-        for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
-                                         ("method", "method", None)):
-            before, after = (run.timings[key].get(field_name, NOT_RECORDED) for run in (a, b))
-            if before != after:
-                before, after = (str(value)[:short] for value in (before, after))
-                changed_configs.setdefault(key[:3], {})[f"{label} {before} -> {after}"] = None
-    result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
-
-    for (found_a, found_b), outcome, name in (((a.correctness, b.correctness), "passed", "correctness {}"),
-                                              ((a.controls, b.controls), "caught", "negative control {} caught")):
-        for key in sorted(set(found_a) | set(found_b), key=sort_key):
-            pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
-            if pa != pb:
-                result.outcome_changes.append((name.format(" ".join(key)), str(pa), str(pb)))
-
-
 def _run_card(run: RunFiles) -> str | None:
     """The card of a run whose timing records predate naming theirs: its environment's (one card then)."""
     uuid = _lookup(run.environment, ("gpu", "uuid"))
@@ -225,7 +202,26 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
     if not (configs := sorted({k[:3] for k in shared}, key=sort_key)):
         raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
                        "so there is nothing to compare")
-    _setup_changes(a, b, shared, result)
+    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
+    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
+    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
+
+    changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
+    for key in shared:
+        for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
+                                         ("method", "method", None)):
+            before, after = (run.timings[key].get(field_name, NOT_RECORDED) for run in (a, b))
+            if before != after:
+                before, after = (str(value)[:short] for value in (before, after))
+                changed_configs.setdefault(key[:3], {})[f"{label} {before} -> {after}"] = None
+    result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
+
+    for (found_a, found_b), outcome, check in (((a.correctness, b.correctness), "passed", "correctness {}"),
+                                               ((a.controls, b.controls), "caught", "negative control {} caught")):
+        for key in sorted(set(found_a) | set(found_b), key=sort_key):
+            pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
+            if pa != pb:
+                result.outcome_changes.append((check.format(" ".join(key)), str(pa), str(pb)))
 
     name = lambda key: f"{key[0]} {key[1]} {key[2]} rep{key[3]}"  # noqa: E731
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]

@@ -26,7 +26,6 @@ class RunSummary:
     """One run of the folder: when, on what, by which kit, and every configuration's numbers."""
 
     name: str
-    path: Path
     date: str                       # captured_utc of the environment record (ISO 8601)
     card: str
     uuid: str
@@ -59,7 +58,7 @@ def read_run(path: Path) -> RunSummary:
             pooled.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
     if not pooled:
         raise KitError(f"run directory {printable(str(path))} holds no timing records with samples")
-    return RunSummary(path.name, path, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
+    return RunSummary(path.name, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
                       _text(gpu.get("uuid")), _text(gpu.get("driver_version")), _text(host.get("kit_commit")),
                       host.get("kit_tree_dirty"), {
                           key: (median([s for r in records for s in r["samples_us"]]),
@@ -128,7 +127,6 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
          run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""), str(len(run.medians))]
         for run in runs], numeric=(5,)))
-    sections = [doc.Section("Runs", blocks)]
     pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians}, key=sort_key)
     figure_blocks: list[doc.Block] = []
     table_blocks: list[doc.Block] = []
@@ -146,8 +144,8 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
             for run in runs if key in run.medians)] for layout in layouts for key in [(kernel, shape, layout)]]
         table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
             doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
-    sections.append(doc.Section("Configurations", figure_blocks + table_blocks))
-    return f"kernelkit history: {folder}", sections
+    return f"kernelkit history: {folder}", [doc.Section("Runs", blocks),
+                                            doc.Section("Configurations", figure_blocks + table_blocks)]
 
 
 def run_command(args: argparse.Namespace) -> int:
