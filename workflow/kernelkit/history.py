@@ -119,14 +119,12 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         f"({', '.join(cards)}) and {len(commits)} kit commit{'s' if len(commits) != 1 else ''}; ordered by the date "
         "each run's environment record was captured. A median pools every sample of every repeat; the range is the "
         "min-max of the repeats' medians. Latest change: the latest run's median over the median of the earlier runs "
-        "on the same card model.")]
-    if refused:
-        blocks.append(doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(f"{name}: {why}" for name, why in refused)
-                                    + "."))
-    blocks.append(doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
-        [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
-         run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""), str(len(run.medians))]
-        for run in runs], numeric=(5,)))
+        "on the same card model."), *([doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(
+            f"{name}: {why}" for name, why in refused) + ".")] if refused else []),
+        doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
+            [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
+             run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""),
+             str(len(run.medians))] for run in runs], numeric=(5,))]
     pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians}, key=sort_key)
     figure_blocks: list[doc.Block] = []
     table_blocks: list[doc.Block] = []
