@@ -100,14 +100,10 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        notes = [f"{', '.join(self.foreign_work)} saw foreign GPU work"] if self.foreign_work else []
-        if self.one_process:
-            notes.append(self.one_process_text)
-        if self.disturbed:
-            notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
-        if self.cards:
-            notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
-        return notes
+        return list(filter(None, [  # one_process_text is empty without one_process
+            self.foreign_work and f"{', '.join(self.foreign_work)} saw foreign GPU work", self.one_process_text,
+            self.disturbed and "disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed),
+            self.cards and f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}"]))
 
 
 @dataclass

@@ -53,21 +53,19 @@ def _counts(result: DiffResult) -> str:
 def _summary(result: DiffResult) -> list[doc.Block]:
     by_change = result.by_change()
     not_same = [c for c in by_change if c.verdict != "SAME"]
-    measured, unclaimed = [c for c in by_change if c.below_threshold], [c for c in by_change if c.unclaimed]
-    foreign = [c for c in result.comparisons if c.foreign_work]
     texts = [f"A = results/{result.a.dir.name}, B = results/{result.b.dir.name}. {len(result.comparisons)} configurations "
              f"timed in both: {_counts(result)}.",
              "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
              if not_same else "Every configuration is SAME."]
-    if measured:
+    if measured := [c for c in by_change if c.below_threshold]:
         texts.append("Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
                      f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + ".")
-    if unclaimed:
+    if unclaimed := [c for c in by_change if c.unclaimed]:
         texts.append("Not claimed, because a run's repeats of the configuration all ran in one worker process: "
                      + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
                      + ". The interval lies beyond the threshold, but one process can stay in a slower state for its "
                        "whole life, and one process per side cannot tell that from a change.")
-    if foreign:
+    if foreign := [c for c in result.comparisons if c.foreign_work]:
         texts.append("Foreign GPU work was seen while timing " + "; ".join(
             f"{_name(c)} ({', '.join(c.foreign_work)})" for c in foreign) + ": their verdicts may be off.")
     means = sorted(result.geometric_means().items(), key=lambda item: (not item[0], item[0]))

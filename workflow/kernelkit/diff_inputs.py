@@ -107,9 +107,8 @@ def load_run(path: str | Path) -> RunFiles:
     if not root.is_dir():
         raise KitError(f"run directory {printable(str(root))} does not exist")
     # A layout skipped for a library missing on that machine shows up as "only in" the other run.
-    timings = {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
-               for _, r in read_run_records(root, "timing") if "skipped" not in r}
-    if not timings:
+    if not (timings := {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
+                        for _, r in read_run_records(root, "timing") if "skipped" not in r}):
         raise KitError(f"run directory {printable(str(root))} holds no timing records "
                        "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),
