@@ -124,10 +124,9 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
     compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
     compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
-    shown = {"GPU model", "GPU UUID"}
+    shown = {"GPU model", "GPU UUID"}  # in the card's row
     rows += [(label, str(a), str(b)) for label, a, b in result.environment if label not in shown]
-    differing = {label for label, _, _ in result.environment}
-    same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
+    same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | {row[0] for row in result.environment}]
     config_a, config_b = (_config(run) for run in (result.a, result.b))
     if config_a is None or config_b is None:
         rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))

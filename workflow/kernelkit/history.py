@@ -89,11 +89,10 @@ def csv_text(runs: list[RunSummary]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for run in runs:
-        for key, (pooled, per) in sorted(run.medians.items(), key=lambda i: sort_key(i[0])):
-            writer.writerow([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
-                             run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
-                             *key, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"])
+    writer.writerows([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
+                      run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
+                      *key, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"] for run in runs
+                     for key, (pooled, per) in sorted(run.medians.items(), key=lambda i: sort_key(i[0])))
     return out.getvalue()
 
 
