@@ -71,7 +71,7 @@ def test_interval_is_reproducible_with_its_seed():
      (1.005, 1.03, 1, "AMBIGUOUS"), (0.9636, 0.9922, -1, "AMBIGUOUS")],
 )
 def test_verdict_boundaries(low, high, order, expected):
-    assert verdict(RatioInterval((low + high) / 2, low, high, 0.95), 0.02, order) == expected
+    assert verdict(RatioInterval((low + high) / 2, low, high), 0.02, order) == expected
 
 
 def test_placement_medians_group_samples_by_their_placement():

@@ -5,6 +5,7 @@ intervals are Bonferroni-corrected for the whole table. Rendering is kernelkit.d
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from statistics import median
@@ -99,14 +100,10 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        notes = [f"{', '.join(self.foreign_work)} saw foreign GPU work"] if self.foreign_work else []
-        if self.one_process:
-            notes.append(self.one_process_text)
-        if self.disturbed:
-            notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
-        if self.cards:
-            notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
-        return notes
+        return list(filter(None, [  # one_process_text is empty without one_process
+            self.foreign_work and f"{', '.join(self.foreign_work)} saw foreign GPU work", self.one_process_text,
+            self.disturbed and "disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed),
+            self.cards and f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}"]))
 
 
 @dataclass
@@ -137,40 +134,14 @@ class DiffResult:
 
     def geometric_means(self) -> dict[str, float]:
         """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
-        kernels = ["", *dict.fromkeys(c.kernel for c in self.comparisons)] if self.comparisons else []
         return {kernel: geometric_mean([c.interval.ratio for c in self.comparisons if kernel in ("", c.kernel)])
-                for kernel in kernels}
+                for kernel in ["", *dict.fromkeys(c.kernel for c in self.comparisons)]}
 
 
 def sort_key(key: tuple) -> tuple:
     from kernelkit.summary import natural_key  # here, not at the top: the CLI imports this module and pandas is slow
 
     return tuple(natural_key(str(part)) for part in key)
-
-
-def _setup_changes(a: RunFiles, b: RunFiles, shared: list[tuple[str, str, str, int]], result: DiffResult) -> None:
-    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
-    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
-    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
-
-    changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
-    for key in shared:
-        ra, rb = a.timings[key], b.timings[key]
-        for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
-                                         ("method", "method", None)):
-            before, after = (r.get(field_name, NOT_RECORDED) for r in (ra, rb))
-            if before != after:
-                before, after = (str(value)[:short] for value in (before, after))
-                changed_configs.setdefault(key[:3], {})[f"{label} {before} -> {after}"] = None
-    result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
-
-    for kind, outcome, name in (("correctness", "passed", "correctness {}"),
-                                ("controls", "caught", "negative control {} caught")):
-        found_a, found_b = getattr(a, kind), getattr(b, kind)
-        for key in sorted(set(found_a) | set(found_b), key=sort_key):
-            pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
-            if pa != pb:
-                result.outcome_changes.append((name.format(" ".join(key)), str(pa), str(pb)))
 
 
 def _run_card(run: RunFiles) -> str | None:
@@ -183,25 +154,22 @@ def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]
     """The largest |B/A - 1| of the per-card ceiling medians over every pair of cards, on ceilings
     both measured the same way (else a change of method counts as one of card); None when a pair has none."""
     spreads = []
-    for card_a in cards_a:
-        for card_b in cards_b:
-            ceilings_a, ceilings_b = a.card_ceilings.get(card_a, {}), b.card_ceilings.get(card_b, {})
-            common = [kind for kind in sorted(set(ceilings_a) & set(ceilings_b)) if ceilings_a[kind][1] == ceilings_b[kind][1]]
-            if not common:
-                return None
-            spreads.append(max(abs(ceilings_b[kind][0] / ceilings_a[kind][0] - 1.0) for kind in common))
-    return max(spreads) if spreads else None
+    for card_a, card_b in itertools.product(cards_a, cards_b):
+        ceilings_a, ceilings_b = a.card_ceilings.get(card_a, {}), b.card_ceilings.get(card_b, {})
+        common = [kind for kind in set(ceilings_a) & set(ceilings_b) if ceilings_a[kind][1] == ceilings_b[kind][1]]
+        if not common:
+            return None
+        spreads.append(max(abs(ceilings_b[kind][0] / ceilings_a[kind][0] - 1.0) for kind in common))
+    return max(spreads)
 
 
-def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float,
-                    seed: int) -> Comparison:
-    keys_a = [k for k in sorted(a.timings) if k[:3] == config]
-    keys_b = [k for k in sorted(b.timings) if k[:3] == config]
-    groups_a, groups_b = (samples_by_process((k, run.timings[k]) for k in keys) for run, keys in ((a, keys_a), (b, keys_b)))
-    interval = ratio_interval(groups_a, groups_b, confidence=confidence, seed=seed)
-    sides = [("A", a, keys_a), ("B", b, keys_b)]
-    one_process = [side for side, keys, groups in (("A", keys_a, groups_a), ("B", keys_b, groups_b))
-                   if len(keys) > 1 and len(groups) == 1]
+def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float
+                    ) -> Comparison:
+    sides = [(side, run, [k for k in sorted(run.timings) if k[:3] == config]) for side, run in (("A", a), ("B", b))]
+    (_, _, keys_a), (_, _, keys_b) = sides
+    groups_a, groups_b = groups = [samples_by_process((k, run.timings[k]) for k in keys) for _, run, keys in sides]
+    interval = ratio_interval(groups_a, groups_b, confidence=confidence)
+    one_process = [side for (side, _, keys), found in zip(sides, groups) if len(keys) > 1 and len(found) == 1]
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
@@ -222,20 +190,39 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
         unclaimed=unclaimed)
 
 
-def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE,
-            seed: int = 0) -> DiffResult:
+def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confidence: float = DIFF_CONFIDENCE
+            ) -> DiffResult:
     """Everything the diff says, as data; KitError when the runs share no configuration."""
     result = DiffResult(a, b, threshold, confidence)
     shared = sorted(set(a.timings) & set(b.timings), key=sort_key)
     if not (configs := sorted({k[:3] for k in shared}, key=sort_key)):
         raise KitError(f"runs {a.dir} and {b.dir} have no timed configuration (kernel, shape, layout) in common, "
                        "so there is nothing to compare")
-    _setup_changes(a, b, shared, result)
+    fields = [(label, _lookup(a.environment, path), _lookup(b.environment, path)) for label, path in ENVIRONMENT_FIELDS]
+    fields.append(("SM clock seen around timed targets (MHz)", _sm_clock_range(a), _sm_clock_range(b)))
+    result.environment = [(label, value_a, value_b) for label, value_a, value_b in fields if value_a != value_b]
+
+    changed_configs: dict[tuple[str, str, str], dict[str, None]] = {}  # dict as an ordered set
+    for key in shared:
+        for field_name, label, short in (("source_sha256", "source", 12), ("compile_options", "compile options", None),
+                                         ("method", "method", None)):
+            before, after = (run.timings[key].get(field_name, NOT_RECORDED) for run in (a, b))
+            if before != after:
+                before, after = (str(value)[:short] for value in (before, after))
+                changed_configs.setdefault(key[:3], {})[f"{label} {before} -> {after}"] = None
+    result.source_changes = [(" ".join(k), "; ".join(v)) for k, v in changed_configs.items()]
+
+    for (found_a, found_b), outcome, check in (((a.correctness, b.correctness), "passed", "correctness {}"),
+                                               ((a.controls, b.controls), "caught", "negative control {} caught")):
+        for key in sorted(set(found_a) | set(found_b), key=sort_key):
+            pa, pb = (found.get(key, {}).get(outcome, "missing") for found in (found_a, found_b))
+            if pa != pb:
+                result.outcome_changes.append((check.format(" ".join(key)), str(pa), str(pb)))
 
     name = lambda key: f"{key[0]} {key[1]} {key[2]} rep{key[3]}"  # noqa: E731
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]
     result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=sort_key)]
 
     corrected = 1.0 - (1.0 - confidence) / len(configs)
-    result.comparisons = [_compare_config(a, b, config, threshold, corrected, seed) for config in configs]
+    result.comparisons = [_compare_config(a, b, config, threshold, corrected) for config in configs]
     return result

@@ -53,21 +53,19 @@ def _counts(result: DiffResult) -> str:
 def _summary(result: DiffResult) -> list[doc.Block]:
     by_change = result.by_change()
     not_same = [c for c in by_change if c.verdict != "SAME"]
-    measured, unclaimed = [c for c in by_change if c.below_threshold], [c for c in by_change if c.unclaimed]
-    foreign = [c for c in result.comparisons if c.foreign_work]
     texts = [f"A = results/{result.a.dir.name}, B = results/{result.b.dir.name}. {len(result.comparisons)} configurations "
              f"timed in both: {_counts(result)}.",
              "Not SAME: " + "; ".join(f"{_name(c)} {c.label} ({c.change:+.1%})" for c in not_same) + "."
              if not_same else "Every configuration is SAME."]
-    if measured:
+    if measured := [c for c in by_change if c.below_threshold]:
         texts.append("Measured changes inside the threshold (the interval excludes 1 but lies within 1 +- "
                      f"{result.threshold:g}): " + "; ".join(f"{_name(c)} {c.change:+.1%}" for c in measured) + ".")
-    if unclaimed:
+    if unclaimed := [c for c in by_change if c.unclaimed]:
         texts.append("Not claimed, because a run's repeats of the configuration all ran in one worker process: "
                      + "; ".join(f"{_name(c)} ({c.change:+.1%}, {c.one_process_text})" for c in unclaimed)
                      + ". The interval lies beyond the threshold, but one process can stay in a slower state for its "
                        "whole life, and one process per side cannot tell that from a change.")
-    if foreign:
+    if foreign := [c for c in result.comparisons if c.foreign_work]:
         texts.append("Foreign GPU work was seen while timing " + "; ".join(
             f"{_name(c)} ({', '.join(c.foreign_work)})" for c in foreign) + ": their verdicts may be off.")
     means = sorted(result.geometric_means().items(), key=lambda item: (not item[0], item[0]))
@@ -126,21 +124,19 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
     compare("Kit commit", _kit(result.a.environment), _kit(result.b.environment))
     compare("Card (model and UUID)", _card(result.a.environment), _card(result.b.environment))
-    shown = {"GPU model", "GPU UUID"}
+    shown = {"GPU model", "GPU UUID"}  # in the card's row
     rows += [(label, str(a), str(b)) for label, a, b in result.environment if label not in shown]
-    differing = {label for label, _, _ in result.environment}
-    same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | differing]
+    same += [label for label, _ in ENVIRONMENT_FIELDS if label not in shown | {row[0] for row in result.environment}]
     config_a, config_b = (_config(run) for run in (result.a, result.b))
     if config_a is None or config_b is None:
         rows.append(("Config", "read" if config_a else "unreadable", "read" if config_b else "unreadable"))
     else:
         flat_a, flat_b = (_flatten({k: v for k, v in config.items() if k != "run"}) for config in (config_a, config_b))
         keys = sorted(k for k in set(flat_a) | set(flat_b) if flat_a.get(k, "absent") != flat_b.get(k, "absent"))
-        listed = lambda flat: "; ".join(f"{k} = {flat.get(k, 'absent')}" for k in keys[:6]) + (  # noqa: E731
-            "; ..." if len(keys) > 6 else "")
         if keys:
-            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})", listed(flat_a),
-                         listed(flat_b)))
+            listed = ["; ".join(f"{k} = {flat.get(k, 'absent')}" for k in keys[:6]) + ("; ..." if len(keys) > 6 else "")
+                      for flat in (flat_a, flat_b)]
+            rows.append((f"Config ({len(keys)} {'keys differ' if len(keys) != 1 else 'key differs'})", *listed))
         else:
             same.append("Config (but for the run's name)")
     compare("Processes that timed the targets", _processes(result.a), _processes(result.b))
@@ -148,21 +144,18 @@ def what_differs(result: DiffResult) -> tuple[list[tuple[str, str, str]], list[s
 
 
 def _method(result: DiffResult) -> doc.Paragraph:
-    m = len(result.comparisons)
     return doc.Paragraph(
         "The ratio is B/A of the pooled medians (below 1: B is faster); the change is B/A - 1. Its interval is a "
         "percentile bootstrap that resamples processes (repeats; repeats that one worker process ran count as one) "
-        "and then samples inside each, at "
-        f"{result.confidence:.0%} for the whole table (Bonferroni: {1 - (1 - result.confidence) / max(1, m):.4%} per "
-        f"row). Verdicts: SAME when the interval lies inside 1 +- {result.threshold:g} (with the change named when the "
-        f"interval excludes 1); SLOWER or FASTER when it lies wholly beyond 1 +- {result.threshold:g} and every process "
-        "(repeat) of B is slower, or faster, than every process of A, and neither run timed all its repeats in one "
-        "process; AMBIGUOUS otherwise (too wide, too mixed or too few processes to decide). Rows run from the largest "
-        "change to the smallest.")
+        f"and then samples inside each, at {result.confidence:.0%} for the whole table (Bonferroni: "
+        f"{1 - (1 - result.confidence) / len(result.comparisons):.4%} per row). Verdicts: SAME when the interval "
+        f"lies inside 1 +- {result.threshold:g} (with the change named when the interval excludes 1); SLOWER or "
+        f"FASTER when it lies wholly beyond 1 +- {result.threshold:g} and every process (repeat) of B is slower, or "
+        "faster, than every process of A, and neither run timed all its repeats in one process; AMBIGUOUS otherwise "
+        "(too wide, too mixed or too few processes to decide). Rows run from the largest change to the smallest.")
 
 
 def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
-    a, b = result.a.dir.name, result.b.dir.name
     banner, (rows, same) = gpu_banner(result), what_differs(result)
     sections = [
         doc.Section("What differs", [*([doc.Table(("What differs", "A", "B"), rows)] if rows else []), doc.Paragraph(
@@ -184,7 +177,7 @@ def build(result: DiffResult) -> tuple[str, list[doc.Section]]:
         doc.Section("Targets in only one run", [doc.Paragraph(
             f"Only in A: {', '.join(result.only_in_a) or 'none'}. Only in B: {', '.join(result.only_in_b) or 'none'}.")]),
     ]
-    return f"kernelkit diff: {a} vs {b}", sections
+    return f"kernelkit diff: {result.a.dir.name} vs {result.b.dir.name}", sections
 
 
 # Exit codes of `kernelkit diff`, which CI gates on (README, "Compare two runs").
@@ -205,8 +198,7 @@ def open_fraction(text: str) -> float:
 def run_command(args: argparse.Namespace) -> int:
     """`kernelkit diff`: 0 done, 1 SLOWER with --fail-on-slower; unusable input raises KitError (exit 2)
     and anything unexpected is an internal error (exit 3), both turned into one sentence by the CLI."""
-    outputs = [path for path in (args.markdown, args.html) if path]
-    check_outputs(outputs)  # before the work, not after
+    check_outputs([path for path in (args.markdown, args.html) if path])  # before the work, not after
     result = compare(load_run(args.run_a), load_run(args.run_b), args.threshold, args.confidence)
     title, sections = build(result)
     markdown = doc.render_markdown(title, sections)

@@ -15,25 +15,15 @@ from kernelkit import KitError
 from kernelkit.layout import card_dirs, run_result_files
 from kernelkit.records import printable, read_checked, read_json, read_run_records
 
-TimingKey = tuple[str, str, str, int]
-
-
 @dataclass
 class RunFiles:
     dir: Path
     environment: dict[str, Any]
     correctness: dict[tuple[str, str], dict[str, Any]]
     controls: dict[tuple[str, str], dict[str, Any]]
-    timings: dict[TimingKey, dict[str, Any]]
-    # Per card UUID and ceiling: the median microseconds, and how it was measured (ceiling_measure).
+    timings: dict[tuple[str, str, str, int], dict[str, Any]]
+    # Per card UUID and ceiling: the median microseconds, and how it was measured (see _card_ceilings).
     card_ceilings: dict[str, dict[str, tuple[float, str]]] = field(default_factory=dict)
-
-
-def ceiling_measure(record: dict[str, Any]) -> str:
-    """How a ceiling was measured, as far as it decides the number: the timing method's name and
-    host lead, and the sizes (sample counts and the fastest variant may differ between cards)."""
-    method = record.get("method") if isinstance(record.get("method"), dict) else {}
-    return json.dumps([method.get("name"), method.get("host_lead_us", 0.0), record.get("sizes")], sort_keys=True, default=str)
 
 
 def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
@@ -53,7 +43,12 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
                 record, dict) else (None, None)
             if isinstance(uuid, str) and uuid and isinstance(samples, list) and samples and all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples):
-                found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), ceiling_measure(record))
+                # How it was measured, as far as it decides the number: the timing method's name and host
+                # lead, and the sizes (sample counts and the fastest variant may differ between cards).
+                method = record.get("method") if isinstance(record.get("method"), dict) else {}
+                measure = json.dumps([method.get("name"), method.get("host_lead_us", 0.0), record.get("sizes")],
+                                     sort_keys=True, default=str)
+                found.setdefault(uuid, {})[record.get("kind", path.stem)] = (float(median(samples)), measure)
     return found
 
 
@@ -100,9 +95,8 @@ def disturbed_count(record: dict[str, Any]) -> int:
 def card(record: dict[str, Any]) -> str | None:
     """The card a target ran on, where its record says: the UUID, else the index on its host."""
     uuid, index = record.get("gpu_uuid"), record.get("gpu_index")
-    if isinstance(uuid, str) and uuid:
-        return uuid
-    return f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None
+    return (uuid if isinstance(uuid, str) and uuid
+            else f"GPU index {index}" if isinstance(index, int) and not isinstance(index, bool) else None)
 
 
 def load_run(path: str | Path) -> RunFiles:
@@ -113,9 +107,8 @@ def load_run(path: str | Path) -> RunFiles:
     if not root.is_dir():
         raise KitError(f"run directory {printable(str(root))} does not exist")
     # A layout skipped for a library missing on that machine shows up as "only in" the other run.
-    timings = {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
-               for _, r in read_run_records(root, "timing") if "skipped" not in r}
-    if not timings:
+    if not (timings := {(r["kernel"], r["shape"], r["layout"], r["repeat"]): r
+                        for _, r in read_run_records(root, "timing") if "skipped" not in r}):
         raise KitError(f"run directory {printable(str(root))} holds no timing records "
                        "(timing/<kernel>/<shape>/<layout>/rep<n>.json)")
     return RunFiles(dir=root, environment=read_checked(root / "environment.json", "environment"),

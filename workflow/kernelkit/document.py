@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence, Union
 from urllib.parse import quote
 
+from kernelkit import KitError
+
 
 @dataclass
 class _Plain:
@@ -139,8 +141,6 @@ _UNSAFE_SVG = re.compile(r"<\s*script|\son\w+\s*=|javascript:|<\s*foreignObject|
 def safe_svg(text: str, where: str) -> str:
     """An SVG to embed in a page, or one sentence on why not (KitError): a figure is drawn by the
     kit; one from elsewhere is embedded only when it can do nothing but be looked at."""
-    from kernelkit import KitError
-
     found = _UNSAFE_SVG.search(text)
     if found or "<svg" not in text:
         what = f"'{clean(found.group(0))}'" if found else "no <svg> element"
@@ -168,8 +168,6 @@ _SCHEME = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9+.-]*:|//|\\\\)")
 def safe_href(href: str) -> str:
     """A link target the page may hold: a relative path or a #fragment, percent-encoded; a target
     that names a scheme (javascript:, https:) or a host is refused with one sentence (KitError)."""
-    from kernelkit import KitError
-
     text = clean(href)
     if _SCHEME.match(text):
         raise KitError(f"link target {text[:80]} names a scheme or host; the report links only to files beside it")

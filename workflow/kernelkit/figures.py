@@ -25,17 +25,6 @@ MAX_WIDTH_IN = 12.0
 MIN_FONT_PT = 8.0
 
 
-def layout_colours(records: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """Layout -> colour: libraries by name (a library record names its package), the rest by order."""
-    libraries = {r["layout"] for r in records if "library" in r}
-    written = sorted({r["layout"] for r in records} - libraries, key=natural_key)
-    colours = {layout: WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)] for i, layout in enumerate(written)}
-    spare = iter(c for c in WRITTEN_COLOURS[::-1] if c not in colours.values())
-    for layout in sorted(libraries):
-        colours[layout] = LIBRARY_COLOURS.get(layout) or next(spare, "#444444")
-    return colours
-
-
 def _pyplot():
     import matplotlib
 
@@ -74,15 +63,19 @@ def timing_figure(records: Sequence[dict[str, Any]], kernel: str) -> str:
     records = [r for r in records if r["kernel"] == kernel]
     shapes = sorted({r["shape"] for r in records}, key=natural_key)
     libraries = sorted({r["layout"] for r in records if "library" in r}, key=natural_key)
-    # Hand-written layouts first, then the library baselines, as the report's tables list them.
-    layouts = sorted({r["layout"] for r in records} - set(libraries), key=natural_key) + libraries
+    written = sorted({r["layout"] for r in records} - set(libraries), key=natural_key)
+    layouts = written + libraries  # as the report's tables list them
     repeats = sorted({r["repeat"] for r in records})
     columns = min(3, len(shapes))
     rows = math.ceil(len(shapes) / columns)
     # As wide as one readable tick label per layout needs, never wider than the page shows unscaled.
     panel_width = min(MAX_WIDTH_IN / columns, max(3.6, 0.5 * len(layouts) * (len(repeats) + 1)))
     fig, axes = plt.subplots(rows, columns, figsize=(panel_width * columns, 0.6 + 2.7 * rows), squeeze=False)
-    colours = layout_colours(records)
+    # Libraries by name (a library record names its package), the hand-written layouts by order.
+    colours = {layout: WRITTEN_COLOURS[i % len(WRITTEN_COLOURS)] for i, layout in enumerate(written)}
+    spare = iter(c for c in WRITTEN_COLOURS[::-1] if c not in colours.values())
+    for layout in sorted(libraries):
+        colours[layout] = LIBRARY_COLOURS.get(layout) or next(spare, "#444444")
     by_key = {(r["shape"], r["layout"], r["repeat"]): r["samples_us"] for r in records}
     jitter = np.random.default_rng(0)
 
@@ -198,9 +191,7 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
     bandwidths = [rate for _, kind, rate, _ in ceilings if kind == "bandwidth"]
     computes = [rate for _, kind, rate, _ in ceilings if kind == "compute"]
     ridges = [c / b for c in computes for b in bandwidths]
-    low = min(xs + ridges) / 4 if xs + ridges else 0.01
-    high = max(xs + ridges) * 4 if xs + ridges else 100.0
-    grid = np.geomspace(low, high, 200)
+    grid = np.geomspace(min(xs + ridges) / 4, max(xs + ridges) * 4, 200)  # the report draws one only with points
     top = max(computes) if computes else None
     for (label, kind, rate, measured), colour in zip(ceilings, ["#000000", "#555555", "#8c564b", "#bcbd22", "#7f7f7f"]):
         y = (np.full_like(grid, rate) if kind != "bandwidth" else rate * grid if top is None

@@ -26,7 +26,6 @@ class RunSummary:
     """One run of the folder: when, on what, by which kit, and every configuration's numbers."""
 
     name: str
-    path: Path
     date: str                       # captured_utc of the environment record (ISO 8601)
     card: str
     uuid: str
@@ -59,7 +58,7 @@ def read_run(path: Path) -> RunSummary:
             pooled.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
     if not pooled:
         raise KitError(f"run directory {printable(str(path))} holds no timing records with samples")
-    return RunSummary(path.name, path, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
+    return RunSummary(path.name, _text(environment.get("captured_utc"), ""), _text(cuda.get("device_name")),
                       _text(gpu.get("uuid")), _text(gpu.get("driver_version")), _text(host.get("kit_commit")),
                       host.get("kit_tree_dirty"), {
                           key: (median([s for r in records for s in r["samples_us"]]),
@@ -90,11 +89,10 @@ def csv_text(runs: list[RunSummary]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for run in runs:
-        for key, (pooled, per) in sorted(run.medians.items(), key=lambda i: sort_key(i[0])):
-            writer.writerow([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
-                             run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
-                             *key, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"])
+    writer.writerows([run.name, run.date, run.card, run.uuid, run.driver, run.kit_commit,
+                      run.kit_tree_dirty if isinstance(run.kit_tree_dirty, bool) else "not recorded",
+                      *key, len(per), f"{pooled:.6f}", f"{min(per):.6f}", f"{max(per):.6f}"] for run in runs
+                     for key, (pooled, per) in sorted(run.medians.items(), key=lambda i: sort_key(i[0])))
     return out.getvalue()
 
 
@@ -120,15 +118,12 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         f"({', '.join(cards)}) and {len(commits)} kit commit{'s' if len(commits) != 1 else ''}; ordered by the date "
         "each run's environment record was captured. A median pools every sample of every repeat; the range is the "
         "min-max of the repeats' medians. Latest change: the latest run's median over the median of the earlier runs "
-        "on the same card model.")]
-    if refused:
-        blocks.append(doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(f"{name}: {why}" for name, why in refused)
-                                    + "."))
-    blocks.append(doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
-        [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
-         run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""), str(len(run.medians))]
-        for run in runs], numeric=(5,)))
-    sections = [doc.Section("Runs", blocks)]
+        "on the same card model."), *([doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(
+            f"{name}: {why}" for name, why in refused) + ".")] if refused else []),
+        doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
+            [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
+             run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""),
+             str(len(run.medians))] for run in runs], numeric=(5,))]
     pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians}, key=sort_key)
     figure_blocks: list[doc.Block] = []
     table_blocks: list[doc.Block] = []
@@ -146,8 +141,8 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
             for run in runs if key in run.medians)] for layout in layouts for key in [(kernel, shape, layout)]]
         table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
             doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
-    sections.append(doc.Section("Configurations", figure_blocks + table_blocks))
-    return f"kernelkit history: {folder}", sections
+    return f"kernelkit history: {folder}", [doc.Section("Runs", blocks),
+                                            doc.Section("Configurations", figure_blocks + table_blocks)]
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -14,31 +14,29 @@ from kernelkit.records import printable, write_temp
 def check_outputs(paths: list[str | os.PathLike[str]]) -> list[Path]:
     """The output paths of one command, or one sentence on why they may not be written: the same
     file twice, a folder, a path through a symbolic link, or one inside a run folder (evidence)."""
+    chosen = [Path(p) for p in paths]
+    seen: dict[str, Path] = {}
     try:
-        return _check_outputs([Path(p) for p in paths])
+        for path in chosen:
+            if path.name in ("", ".", "..") or str(path).endswith(os.sep) or path.is_dir():
+                raise KitError(f"output {printable(str(path))} is a folder; name a file")
+            resolved = os.path.realpath(path)
+            if resolved in seen:
+                raise KitError(f"outputs {printable(str(seen[resolved]))} and {printable(str(path))} are the same "
+                               "file; give each its own path")
+            seen[resolved] = path
+            lexical = Path(os.path.abspath(path))
+            for ancestor in [lexical, *lexical.parents]:
+                if ancestor.is_symlink():
+                    raise KitError(f"output {printable(str(path))} goes through the symbolic link "
+                                   f"{printable(str(ancestor))}; write to a real folder")
+            for ancestor in lexical.parents:
+                if (ancestor / "environment.json").is_file() or (ancestor / "config.json").is_file():
+                    raise KitError(f"output {printable(str(path))} lies inside the run folder "
+                                   f"{printable(str(ancestor))}; a run's records are evidence, so write reports "
+                                   "elsewhere (reports/<run>/)")
     except OSError as error:
         raise KitError(f"cannot write {printable(str(error.filename or paths[0]))} ({error.strerror or error})") from None
-
-
-def _check_outputs(chosen: list[Path]) -> list[Path]:
-    seen: dict[str, Path] = {}
-    for path in chosen:
-        if path.name in ("", ".", "..") or str(path).endswith(os.sep) or path.is_dir():
-            raise KitError(f"output {printable(str(path))} is a folder; name a file")
-        resolved = os.path.realpath(path)
-        if resolved in seen:
-            raise KitError(f"outputs {printable(str(seen[resolved]))} and {printable(str(path))} are the same file; "
-                           "give each its own path")
-        seen[resolved] = path
-        lexical = Path(os.path.abspath(path))
-        for ancestor in [lexical, *lexical.parents]:
-            if ancestor.is_symlink():
-                raise KitError(f"output {printable(str(path))} goes through the symbolic link {printable(str(ancestor))}; "
-                               "write to a real folder")
-        for ancestor in lexical.parents:
-            if (ancestor / "environment.json").is_file() or (ancestor / "config.json").is_file():
-                raise KitError(f"output {printable(str(path))} lies inside the run folder {printable(str(ancestor))}; "
-                               "a run's records are evidence, so write reports elsewhere (reports/<run>/)")
     return chosen
 
 

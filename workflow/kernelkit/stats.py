@@ -37,7 +37,6 @@ class RatioInterval:
     ratio: float
     low: float
     high: float
-    confidence: float
 
 
 # Bootstrap work bounds: at most this many draws per process (m-out-of-n, which only widens the
@@ -77,7 +76,7 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
     point = float(np.median(np.concatenate(b))) / float(np.median(np.concatenate(a)))
-    return RatioInterval(point, float(low), float(high), confidence)
+    return RatioInterval(point, float(low), float(high))
 
 
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:

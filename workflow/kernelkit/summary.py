@@ -46,10 +46,8 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     # Where each target ran within its repeat: ascending order key, as the workflow schedules it.
     table["order_position"] = table.groupby("repeat")["order_key"].rank(method="first").astype(int) - 1
     table["disturbed_samples"] = table["disturbed_samples"].astype("Int64")
-    table = table[COLUMNS].assign(_shape=table["shape"].map(natural_key),
-                                  _layout=table["layout"].map(natural_key))
-    table = table.sort_values(["kernel", "_shape", "_layout", "cache", "repeat"], kind="stable")
-    return table.drop(columns=["_shape", "_layout"]).reset_index(drop=True)
+    return table[COLUMNS].sort_values(["kernel", "shape", "layout", "cache", "repeat"], kind="stable", key=lambda c: (
+        c.map(natural_key) if c.name in ("shape", "layout") else c)).reset_index(drop=True)
 
 
 def natural_key(text: str) -> tuple:

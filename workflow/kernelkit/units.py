@@ -55,11 +55,11 @@ def ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
 
-def spread(values: list[float], unit: str = "", scale: float = 1.0, digits: int | None = None) -> str:
+def spread(values: list[float], unit: str = "", digits: int | None = None) -> str:
     """The min-max of a list as 'low-high unit' ('1.85-1.87 us'; with a negative bound 'low to high')."""
     if not values:
         return "n/a"
-    low, high = min(values) * scale, max(values) * scale
+    low, high = min(values), max(values)
     text = (lambda v: f"{v:.{digits}f}") if digits is not None else _three
     joint = " to " if low < 0 or high < 0 else "-"
     return f"{text(low)}{joint}{text(high)}{unit}"
