@@ -19,8 +19,7 @@ include: "workflow/rules/diff.smk"
 onstart:
     from kernelkit import guards
 
-    problem = guards.before_first_job(list(workflow.dag.needrun_jobs()), RUN, paths.path(paths.RUN_DIR, run=RUN),
-                                      FROZEN, workflow.local_exec)
+    problem = guards.before_first_job(list(workflow.dag.needrun_jobs()), RUN, RUN_DIR, FROZEN, workflow.local_exec)
     if problem:
         refuse(problem)
     guards.stop_jobs_on_signals()

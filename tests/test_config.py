@@ -88,7 +88,9 @@ def test_bad_config_names_key_and_allowed_values(good, name, edit, expected):
 
 def test_default_config_is_valid(good):
     assert good["run"] == "local"
-    assert kit_config.configurations(good)[0] == ("rmsnorm", "512x128", "t32")
+    first = next(iter(good["kernels"]))
+    assert (first, good["kernels"][first]["shapes"][0], kit_config.kernel_layouts(good, first)[0]) == (
+        "rmsnorm", "512x128", "t32")
 
 
 def test_snakemake_stops_on_bad_config_before_any_job(tmp_path, good):

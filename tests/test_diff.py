@@ -31,7 +31,9 @@ def pair(synthetic_pair):
 
 def configurations(run):
     """The (kernel, shape, layout) a run's recorded config asks for, as the kit plans them."""
-    return kit_config.configurations(read_json(run / "config.json"))
+    config = read_json(run / "config.json")
+    return [(kernel, shape, layout) for kernel, entry in config["kernels"].items()
+            for shape in entry["shapes"] for layout in kit_config.kernel_layouts(config, kernel)]
 
 
 def test_two_runs_of_identical_code_are_never_faster_or_slower(pair):

@@ -26,15 +26,13 @@ def discover(configured: Any, environ: Mapping[str, str] | None = None) -> list[
     environ = os.environ if environ is None else environ
     if configured == "allocated" or (configured is None and environ.get("SLURM_JOB_ID")):
         return None
-    if configured is not None:
-        return sorted(set(int(index) for index in configured))
-    entries = [entry.strip() for entry in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
-    if not all(entry.isdigit() for entry in entries):
-        raise KitError(f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices other than by index; "
-                       "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
-    if entries:
-        return sorted(set(int(entry) for entry in entries))
-    return list(range(_nvml_count() or 1))
+    if configured is None:
+        entries = [entry.strip() for entry in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+        if not all(entry.isdigit() for entry in entries):
+            raise KitError(f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} names devices other than by index; "
+                           "set config key 'gpus' to a list of indices, e.g. gpus=[0,1], or gpus=allocated")
+        configured = entries or range(_nvml_count() or 1)
+    return sorted(set(int(index) for index in configured))
 
 
 def from_command_line(value: Any) -> Any:

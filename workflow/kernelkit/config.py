@@ -202,11 +202,6 @@ def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
     return sweeps.layouts(specs.load(kernel), entry) if entry.get("sweeps") else list(entry["layouts"])
 
 
-def configurations(config: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(kernel, shape, layout) for kernel, entry in config["kernels"].items()
-            for shape in entry["shapes"] for layout in kernel_layouts(config, kernel)]
-
-
 def span_kernels(config: dict[str, Any]) -> list[str]:
     """Kernels with span targets: `span.kernels`, else every configured kernel; none without `span`."""
     return list(config["span"].get("kernels", config["kernels"])) if "span" in config else []

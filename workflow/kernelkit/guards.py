@@ -58,12 +58,10 @@ def descendants(pid: int) -> list[int]:
         parent = parent_of(entry) if entry.isdigit() else None
         if parent is not None:
             children.setdefault(parent, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
+    found = [pid]
+    for parent in found:  # the loop reaches the children it appends, and theirs
+        found += children.get(parent, [])
+    return found[1:]
 
 
 def stop_jobs_on_signals() -> None:

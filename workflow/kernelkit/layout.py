@@ -37,11 +37,11 @@ REPORT_HTML = f"{REPORT_DIR}/report.html"
 DIFF_MARKDOWN = "reports/diff/{a}__vs__{b}/diff.md"
 DIFF_HTML = "reports/diff/{a}__vs__{b}/diff.html"
 
-# The kinds of record in a run directory, as readers ask for them.
-KINDS = {"timing": (TIMING, {"view": "timing"}), "cold": (TIMING, {"view": "cold"}), **{
-    kind: (template, {}) for kind, template in (
-        ("span", SPAN), ("correctness", CORRECTNESS), ("controls", CONTROL), ("ceilings", CEILING),
-        ("sanitizer", SANITIZER), ("sanitizer_per_layout", SANITIZER_PER_LAYOUT), ("profile", PROFILE))}}
+# The kinds of record in a run directory, as readers ask for them: each one's glob in the run directory.
+KINDS = {kind: re.sub(r"\{\w+\}", "*", template[len(RUN_DIR) + 1:]) for kind, template in (
+    ("timing", TIMING.replace("{view}", "timing")), ("cold", TIMING.replace("{view}", "cold")),
+    ("span", SPAN), ("correctness", CORRECTNESS), ("controls", CONTROL), ("ceilings", CEILING),
+    ("sanitizer", SANITIZER), ("sanitizer_per_layout", SANITIZER_PER_LAYOUT), ("profile", PROFILE))}
 
 
 def timing_view(cache: str) -> str:
@@ -54,27 +54,18 @@ def path(template: str, **parts: object) -> str:
     return template.format(**parts)
 
 
-def log(template: str, name: str | None = None) -> str:
+def log(template: str) -> str:
     """The log of a result under results/{run}/: the same path under results/{run}/logs/, ending
-    .log; results outside results/ name theirs: log(FIGURE, "figures/{kernel}")."""
-    if name is not None:
-        return f"{RUN_DIR}/logs/{name}.log"
+    .log; the rules of results outside results/ spell theirs out."""
     prefix = RUN_DIR + "/"
     if not template.startswith(prefix):
         raise ValueError(f"{template} is not under {RUN_DIR}; name its log")
     return f"{RUN_DIR}/logs/{os.path.splitext(template[len(prefix):])[0]}.log"
 
 
-def glob_pattern(kind: str) -> str:
-    """The glob, relative to a run directory, of one kind of record."""
-    template, fixed = KINDS[kind]
-    relative = template[len(RUN_DIR) + 1:]
-    return re.sub(r"\{(\w+)\}", lambda m: str(fixed.get(m.group(1), "*")), relative)
-
-
 def run_result_files(run_dir: str | os.PathLike[str], kind: str) -> list[Path]:
     """The result files of one kind (a key of KINDS) in a run directory, sorted."""
-    return sorted(Path(run_dir).glob(glob_pattern(kind)))
+    return sorted(Path(run_dir).glob(KINDS[kind]))
 
 
 def card_dirs(run_dir: str | os.PathLike[str]) -> list[Path]:

@@ -10,7 +10,7 @@ import re
 import subprocess
 import zlib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from kernelkit import KitError, config as kit_config, layout as paths, sweeps
 
@@ -62,7 +62,11 @@ class Plan:
         self.layouts = {k: kit_config.kernel_layouts(config, k) for k in self.kernels}
         self.span_kernels = kit_config.span_kernels(dict(config))
         self.span_repeats = kit_config.span_repeats(dict(config))
-        self._jobs: list[TimingJob] | None = None
+        # Every timing job in the order the workflow runs them: repeat by repeat, each by order key.
+        self._jobs = [job for repeat in range(1, self.repeats + 1)
+                      for job in sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))
+                                         for k in self.kernels for s in self.shapes(k) for c in self.caches),
+                                        key=lambda job: job.order_key)]
 
     def shapes(self, kernel: str) -> list[str]:
         return list(self.config["kernels"][kernel]["shapes"])
@@ -74,9 +78,6 @@ class Plan:
     def control_layouts(self, kernel: str) -> list[str]:
         return sweeps.control_layouts(self.specs[kernel], self.config["kernels"][kernel])
 
-    def controls(self, kernel: str) -> list[str]:
-        return list(self.specs[kernel].mutations)
-
     def path(self, template: str, **parts: Any) -> str:
         return paths.path(template, run=self.run, **parts)
 
@@ -84,7 +85,7 @@ class Plan:
         return [self.path(paths.CORRECTNESS, kernel=kernel, layout=name) for name in self.layouts[kernel]]
 
     def control_files(self, kernel: str) -> list[str]:
-        return [self.path(paths.CONTROL, kernel=kernel, control=name) for name in self.controls(kernel)]
+        return [self.path(paths.CONTROL, kernel=kernel, control=name) for name in self.specs[kernel].mutations]
 
     def sanitizer_files(self, kernel: str) -> list[str]:
         """The kernel's one sanitizer record, when `sanitize` is on and it has a hand-written layout."""
@@ -96,13 +97,6 @@ class Plan:
                           layout=name, n=job.repeat) for name in self.layouts[job.kernel]]
 
     def timing_jobs(self) -> list[TimingJob]:
-        """Every timing job in the order the workflow runs them, made once (each timing target asks)."""
-        if self._jobs is None:
-            self._jobs = []
-            for repeat in range(1, self.repeats + 1):
-                self._jobs += sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))
-                                      for k in self.kernels for s in self.shapes(k) for c in self.caches),
-                                     key=lambda job: job.order_key)
         return list(self._jobs)
 
     def timing_files(self, kernel: str | None = None, cache: str = "warm") -> list[str]:
@@ -113,9 +107,8 @@ class Plan:
         """After every timing job of the same repeat, before any of the next."""
         return (self.repeats - repeat) * REPEAT_STEP + REPEAT_STEP // 2
 
-    def span_files(self, kernel: str | None = None) -> list[str]:
-        return [self.path(paths.SPAN, kernel=name, shape=shape, n=repeat)
-                for name in self.span_kernels if kernel in (None, name)
+    def span_files(self) -> list[str]:
+        return [self.path(paths.SPAN, kernel=name, shape=shape, n=repeat) for name in self.span_kernels
                 for shape in self.shapes(name) for repeat in range(1, self.span_repeats + 1)]
 
     def ceiling_kinds(self) -> list[str]:
@@ -172,7 +165,7 @@ class Plan:
     def check_parts(self, part: Mapping[str, str], template: str, gpus: list[int] | None) -> None:
         """Raise KitError naming the first part of a target (its path's wildcards) that the config
         does not allow: the one judge of targets, for named paths and Snakemake's wildcards alike."""
-        def allowed(what: str, value: str, choices: list[str], where: str) -> None:
+        def allowed(what: str, value: str, choices: Collection[str], where: str) -> None:
             if value not in choices:
                 raise KitError(f"{what} '{value}' is not {where}; allowed: {', '.join(choices) or '(none)'}")
 
@@ -194,7 +187,7 @@ class Plan:
         if "layout" in part:
             allowed("layout", part["layout"], self.layouts[kernel], f"configured for kernel '{kernel}'")
         if "control" in part:
-            allowed("negative control", part["control"], self.controls(kernel), f"defined for kernel '{kernel}'")
+            allowed("negative control", part["control"], self.specs[kernel].mutations, f"defined for kernel '{kernel}'")
         if template == paths.SANITIZER and not self.sanitizer_files(kernel):
             raise KitError(f"kernel '{kernel}' has no sanitizer record (no hand-written layout configured, or "
                            "config key 'sanitize' is off)")

@@ -6,7 +6,6 @@ import re
 import sys
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 # The workflow reads its config with this checkout's kit; jobs run the installed `python -m kernelkit`.
 sys.path.insert(0, os.path.join(workflow.basedir, "workflow"))
@@ -37,12 +36,10 @@ try:
     # Snakemake's YAML loader keeps the last of two equal keys; the kit's reader names the line.
     for configfile_path in workflow.configfiles:
         kit_config.read_yaml(configfile_path)
-    # One sentence naming the bad key and what is allowed, before Snakemake's own check.
-    kit_config.validate(config, kernels_root=kit_spec.kernels_dir())
+    # One sentence naming the bad key and what is allowed; from here on each key the schema defaults is set.
+    config.update(kit_config.validate(config))
 except KitError as error:
     refuse(str(error))
-# The schema holds every default; from here on each key the schema defaults is set.
-validate(config, "../schemas/config.schema.yaml", set_default=True)
 
 # Overwriting is a property of the command, not of the run: it stays out of the recorded config.
 OVERWRITE = config.pop("overwrite")
@@ -54,13 +51,14 @@ LAYOUTS = PLAN.layouts
 # The lock directory changes no result, so it is no param: jobs get it through the environment.
 if config["gpu_lock"]["dir"]:
     os.environ.setdefault(LOCK_DIR_VARIABLE, config["gpu_lock"]["dir"])
-if os.path.exists(paths.path(paths.RUN_DIR, run=RUN)) and not os.path.isdir(paths.path(paths.RUN_DIR, run=RUN)):
+RUN_DIR = paths.path(paths.RUN_DIR, run=RUN)
+if os.path.exists(RUN_DIR) and not os.path.isdir(RUN_DIR):
     refuse(f"config key 'run' names '{RUN}', but results/{RUN} is a file, not a run folder; name another run")
 
 
 # A committed run is evidence, taken as it is: a checkout gives its files arbitrary times, so its
 # inputs are ancient(); a GPU job in it is refused before the first starts unless overwrite is given.
-FROZEN = committed(paths.path(paths.RUN_DIR, run=RUN), workflow.basedir) and not OVERWRITE
+FROZEN = committed(RUN_DIR, workflow.basedir) and not OVERWRITE
 if FROZEN:
     print(f"kernelkit: run '{RUN}' is committed evidence: its records are read as they are, and a GPU job in it "
           "is refused before it starts (--config run=NAME for a new run)", file=sys.stderr)
@@ -85,11 +83,7 @@ CHECK_RANK = kit_cards.kernels_by_work(EXPECTED_WORK)
 
 def frozen(inputs):
     """Inputs as they are, or, in a committed run, marked ancient so their times trigger nothing."""
-    if not FROZEN:
-        return inputs
-    if isinstance(inputs, list):
-        return [ancient(name) for name in inputs]
-    return ancient(inputs)
+    return [ancient(name) for name in inputs] if FROZEN else inputs
 
 
 def recorded(files):
@@ -152,8 +146,7 @@ def profile_inputs(wildcards):
     """Counters only after the configuration's timing, so the profiler never runs beside it."""
     kernel = wildcards.kernel
     checked(paths.PROFILE, kernel=kernel, shape=wildcards.shape)
-    return frozen([name for job in PLAN.timing_jobs() if (job.kernel, job.shape, job.cache) == (kernel, wildcards.shape, "warm")
-                   for name in PLAN.timing_job_files(job) if f"/{wildcards.layout}/" in name])
+    return frozen([name for name in PLAN.timing_files(kernel) if f"/{wildcards.shape}/{wildcards.layout}/" in name])
 
 
 def card_of(kernel, wildcards):

@@ -14,7 +14,7 @@ rule run_config:
 
 rule environment:
     input:
-        frozen(paths.CONFIG),
+        frozen([paths.CONFIG]),
     output:
         report(paths.ENVIRONMENT, caption="../report/environment.rst", category="Environment"),
     log:
