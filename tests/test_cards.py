@@ -14,6 +14,7 @@ from conftest import REPO
 from kernelkit import KitError, cards
 from kernelkit import config as kit_config
 from kernelkit import spec as specs
+from kernelkit.plan import Plan
 from kernelkit.report import assemble
 from kernelkit.report.bounds import judge
 from kernelkit.report.run import Run
@@ -25,7 +26,7 @@ def default_config() -> dict:
 
 def default_works() -> list[cards.Work]:
     config = default_config()
-    return cards.expected_work(config, {name: specs.load(name) for name in config["kernels"]})
+    return cards.expected_work(Plan(config, {name: specs.load(name) for name in config["kernels"]}))
 
 
 def test_discovery_takes_the_config_then_cuda_visible_devices_then_falls_back_to_one_card():
@@ -86,7 +87,7 @@ def test_dry_run_on_two_cards_pins_every_job_of_a_kernel_shape_to_its_card():
     config = default_config()
     # The checks' map reads the config as the workflow does, its schema defaults filled in.
     validated = kit_config.load(REPO / "config" / "config.yaml")
-    checks_on = cards.check_cards(validated, {name: specs.load(name) for name in validated["kernels"]}, [0, 1])
+    checks_on = cards.check_cards(Plan(validated, {name: specs.load(name) for name in validated["kernels"]}), [0, 1])
     # Both cards take checks (the default config's six kernels), neither more than about half the jobs.
     check_rules = ("correctness_", "negative_controls_", "sanitize_")
     check_jobs = [job for job in jobs if job["rule"].startswith(check_rules)]
@@ -182,7 +183,7 @@ def test_sweep_points_are_layouts_of_their_kernel_shape_and_count_in_its_work():
     loaded = {name: specs.load(name) for name in swept["kernels"]}
     from kernelkit.config import kernel_layouts
 
-    for with_sweeps, without in zip(cards.expected_work(swept, loaded), cards.expected_work(plain, loaded)):
+    for with_sweeps, without in zip(cards.expected_work(Plan(swept, loaded)), cards.expected_work(Plan(plain, loaded))):
         points = len(kernel_layouts(swept, with_sweeps.kernel)) - len(kernel_layouts(plain, without.kernel))
         assert points > 0
         per_layout = without.processes // len(kernel_layouts(plain, without.kernel))

@@ -244,7 +244,7 @@ def test_dry_run_the_kernel_with_the_most_timing_work_opens_its_gates_first(dry,
             kernel = re.sub(r"^(correctness|negative_controls|sanitize)_", "", job.rule)
             gate.setdefault(kernel, set()).add(job.priority)
     assert set(gate) == set(good["kernels"]) and all(len(values) == 1 for values in gate.values())
-    ranks = kit_cards.kernels_by_work(kit_cards.expected_work(good, {name: specs.load(name) for name in good["kernels"]}))
+    ranks = kit_cards.kernels_by_work(kit_cards.expected_work(plan_of(good)))
     by_rank = sorted(good["kernels"], key=ranks.get)  # least expected work first
     priorities = [next(iter(gate[kernel])) for kernel in by_rank]
     assert priorities == sorted(set(priorities)), {kernel: gate[kernel] for kernel in by_rank}

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from kernelkit import KitError
+
+if TYPE_CHECKING:
+    from kernelkit.plan import Plan
 
 # This model only balances cards and never appears in a result: a timing job costs the card its
 # uploads, graph builds and clock checks (H200: 0.04 s per job for the smallest kernels) plus its calls.
@@ -65,29 +68,26 @@ class Work:
     seconds: float
 
 
-def expected_work(config: Mapping[str, Any], specs: Mapping[str, Any]) -> list[Work]:
+def expected_work(plan: Plan) -> list[Work]:
     """Each configured kernel/shape's expected seconds of GPU work: an overhead per process, plus its calls."""
-    from kernelkit.config import caches, kernel_layouts, span_kernels, span_repeats
     from kernelkit.kernel_time import GraphReplayMethod, launches_per_sample
 
-    timing = config["timing"]
-    method = GraphReplayMethod.from_timing(timing)
-    cache_views = len(caches(dict(config)))
+    config = plan.config
+    method = GraphReplayMethod.from_timing(config["timing"])
     span = config.get("span") or {}
-    spanned = span_kernels(dict(config))
     span_calls = span.get("warmup_calls", 0) + span.get("rounds", 0) * span.get("samples_per_round", 0)
     works = []
-    for kernel, entry in config["kernels"].items():
-        spec = specs[kernel]
+    for kernel in plan.kernels:
+        spec = plan.specs[kernel]
         # Sweep points are layouts of their kernel/shape: they run on its card and count in its work.
-        layouts = len(kernel_layouts(config, kernel))
-        for shape in entry["shapes"]:
+        layouts = len(plan.layouts[kernel])
+        for shape in plan.shapes(kernel):
             parsed = spec.parse_shape(shape)
             per_call_s = spec.bytes_moved(parsed) / COPY_BYTES_PER_S + spec.flops(parsed) / FP32_FLOPS_PER_S
             per_sample = launches_per_sample(per_call_s * 1e6, method)
             timing_calls = method.warmup_launches + (method.samples + method.untimed_replays) * per_sample
-            timed = layouts * timing["repeats"] * cache_views
-            spans = span_repeats(dict(config)) if kernel in spanned else 0
+            timed = layouts * plan.repeats * len(plan.caches)
+            spans = plan.span_repeats if kernel in plan.span_kernels else 0
             processes = timed + spans + (layouts if config.get("profile") else 0)  # profiles
             calls = timed * timing_calls + spans * layouts * span_calls
             works.append(Work(kernel, shape, processes, processes * GPU_SECONDS_PER_PROCESS + calls * per_call_s))
@@ -116,17 +116,12 @@ def kernels_by_work(works: list[Work]) -> dict[str, int]:
     return {kernel: rank for rank, kernel in enumerate(sorted(total, key=lambda kernel: (total[kernel], kernel)))}
 
 
-def check_cards(config: Mapping[str, Any], specs: Mapping[str, Any], gpus: list[int]) -> dict[str, int]:
+def check_cards(plan: Plan, gpus: list[int]) -> dict[str, int]:
     """Kernel -> the card that runs its checks, spread by their number of jobs: until they pass they
     are all the work there is (h200-w2x2d: on each kernel's first shape's card, one of two H200s idled)."""
-    from kernelkit.config import kernel_layouts
-
     works = []
-    for kernel in config["kernels"]:
-        spec = specs[kernel]
-        layouts = kernel_layouts(config, kernel)
-        sanitized = int(bool(config.get("sanitize")) and any(not spec.is_baseline(layout) for layout in layouts))
-        jobs = len(layouts) + len(spec.mutations) + sanitized
+    for kernel in plan.kernels:
+        jobs = len(plan.correctness_files(kernel) + plan.control_files(kernel) + plan.sanitizer_files(kernel))
         works.append(Work(kernel, "", jobs, float(jobs)))
     return {kernel: gpu for (kernel, _), gpu in assign(works, gpus).items()}
 

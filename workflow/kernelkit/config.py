@@ -202,16 +202,6 @@ def kernel_layouts(config: Mapping[str, Any], kernel: str) -> list[str]:
     return sweeps.layouts(specs.load(kernel), entry) if entry.get("sweeps") else list(entry["layouts"])
 
 
-def span_kernels(config: dict[str, Any]) -> list[str]:
-    """Kernels with span targets: `span.kernels`, else every configured kernel; none without `span`."""
-    return list(config["span"].get("kernels", config["kernels"])) if "span" in config else []
-
-
-def span_repeats(config: dict[str, Any]) -> int:
-    """Span processes per kernel and shape: `span.repeats`, else timing.repeats; none without `span`."""
-    return config["span"].get("repeats", config["timing"]["repeats"]) if "span" in config else 0
-
-
 def caches(config: dict[str, Any]) -> list[str]:
     """The cache states timed: `timing.cache` warm, cold or both. A run's config.json written before
     defaults were filled in may lack the key; the schema's default applies then too."""

@@ -60,8 +60,9 @@ class Plan:
         self.seed = config["timing"]["order_seed"]
         self.caches = kit_config.caches(dict(config))
         self.layouts = {k: kit_config.kernel_layouts(config, k) for k in self.kernels}
-        self.span_kernels = kit_config.span_kernels(dict(config))
-        self.span_repeats = kit_config.span_repeats(dict(config))
+        # Span targets: span.kernels (else every kernel), span.repeats each (else timing.repeats); none without span.
+        self.span_kernels = list(config["span"].get("kernels", self.kernels)) if "span" in config else []
+        self.span_repeats = config["span"].get("repeats", self.repeats) if "span" in config else 0
         # Every timing job in the order the workflow runs them: repeat by repeat, each by order key.
         self._jobs = [job for repeat in range(1, self.repeats + 1)
                       for job in sorted((TimingJob(k, s, repeat, c, order_key(self.seed, repeat, k, s, c))

@@ -74,9 +74,9 @@ for argument in sys.argv[1:]:
         problem = PLAN.target_problem(argument, GPUS)
         if problem:
             refuse(problem)
-EXPECTED_WORK = kit_cards.expected_work(config, SPECS)
+EXPECTED_WORK = kit_cards.expected_work(PLAN)
 CARD_OF_SHAPE = kit_cards.assign(EXPECTED_WORK, GPUS) if GPUS else {}
-CARD_OF_CHECKS = kit_cards.check_cards(config, SPECS, GPUS) if GPUS else {}
+CARD_OF_CHECKS = kit_cards.check_cards(PLAN, GPUS) if GPUS else {}
 # The kernel with the most expected timing work opens its gates first.
 CHECK_RANK = kit_cards.kernels_by_work(EXPECTED_WORK)
 
