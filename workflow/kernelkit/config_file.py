@@ -49,8 +49,10 @@ class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys, more than MAX_ALIASES aliases and nesting deeper
     than MAX_DEPTH, and remembers how integers written as hex, octal or sexagesimal looked."""
 
-    _aliases = 0  # counted per loader: `+=` makes each instance its own
-    _depth = 0
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._aliases = 0
+        self._depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):

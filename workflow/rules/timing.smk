@@ -1,5 +1,6 @@
 # Timing: one process per kernel/shape/repeat/cache times every layout in a seeded shuffled order, a
 # record each, once its checks passed in this run (their records are inputs: cases.require_checked).
+TIMING_SETTINGS = TimingSettings.json_from_config(config)
 for kernel in KERNELS:
 
     rule:
@@ -23,7 +24,7 @@ for kernel in KERNELS:
             folder=lambda wildcards, output: os.path.dirname(os.path.dirname(output[0])),
             order_key=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).order_key,
             cache=lambda wildcards, kernel=kernel: timing_job(kernel, wildcards).cache,
-            settings=TimingSettings.json_from_config(config),
+            settings=TIMING_SETTINGS,
             order_seed=config["timing"]["order_seed"],
             kernel=kernel,
         shell:
