@@ -177,9 +177,12 @@ class AnswerBlock:
     quantities: list[Quantity]
 
 
-def answer_block(run: Run, links: Links) -> AnswerBlock:
-    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts."""
-    hypotheses, results = hypothesis_answers(run), claims.all_claims(run)
+def answer_block(run: Run, links: Links, hypotheses: list[HypothesisAnswer] | None = None,
+                 results: list[claims.ClaimResult] | None = None) -> AnswerBlock:
+    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts (either judged
+    here unless the caller, section_answers, already has them: judging claims reads their files)."""
+    hypotheses = hypothesis_answers(run) if hypotheses is None else hypotheses
+    results = claims.all_claims(run) if results is None else results
     # The hypotheses' kernels in the config's order of hypotheses (config.json sorts its kernels), then the rest.
     order = list(dict.fromkeys(h["kernel"] for h in run.config.get("hypotheses", []) if h["kernel"] in run.kernels))
     block = AnswerBlock([], [])
@@ -264,11 +267,11 @@ def foreign_work_warning(run: Run) -> str | None:
 
 
 def section_answers(run: Run, links: Links) -> doc.Section:
-    warning = foreign_work_warning(run)
-    boxed: list[doc.Block] = [*([doc.Paragraph(warning)] if warning else []), doc.Text(how_made(run, links)),
-                              doc.Bullets(answer_block(run, links).items)]
-    tables: list[doc.Block] = []
+    warning, made = foreign_work_warning(run), how_made(run, links)
     answers, results = hypothesis_answers(run), claims.all_claims(run)
+    boxed: list[doc.Block] = [*([doc.Paragraph(warning)] if warning else []), doc.Text(made),
+                              doc.Bullets(answer_block(run, links, answers, results).items)]
+    tables: list[doc.Block] = []
     if answers:
         tables.append(doc.Table(["Hypothesis", "Verdict per repeat", "Shapes", "Where it fails (range over repeats)"],
                                 hypothesis_rows(run, answers)))
