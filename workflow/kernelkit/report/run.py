@@ -131,8 +131,9 @@ class Run:
     def fastest(self, kernel: str, shape: str) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
         """The fastest hand-written and the fastest library layout at a shape, each with its pooled median."""
         medians, libraries = self.medians(kernel, shape), self.libraries(kernel)
-        return tuple(min(((l, m) for l, m in medians.items() if (l in libraries) == library),  # type: ignore[return-value]
-                         key=lambda item: item[1], default=None) for library in (False, True))
+        def best(names: Iterable[str]) -> tuple[str, float] | None:
+            return min(((name, medians[name]) for name in names), key=lambda item: item[1], default=None)
+        return best(l for l in medians if l not in libraries), best(l for l in medians if l in libraries)
 
     def byte_counts(self, record: dict[str, Any]) -> tuple[int, int]:
         """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's.
