@@ -55,7 +55,6 @@ def caveats(run: Run) -> list[str]:
     if retimed := retimed_targets(timed):
         found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
                      "their numbers come from the stretch after the wait")
-
     def in_order(key: Callable[[dict[str, Any]], Any]) -> list[tuple[str, str, str, int]]:
         return [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=key)]
     # The planned order is the one every record names (its order key within its repeat).

@@ -66,8 +66,7 @@ def read_claims(kernel: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=64)
 def _parse(path: Path, text: str) -> dict[str, Any]:
-    """A claims file's text, parsed once per process: a report reads each file dozens of times. Keyed on
-    the text itself, so an edited file is parsed again; read_claims hands out copies of the cached data."""
+    """A claims file's text parsed once per process (a report reads each dozens of times); an edited one anew."""
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
