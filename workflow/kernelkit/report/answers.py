@@ -102,15 +102,20 @@ def _published_list(kernel: str, group: list[claims.ClaimResult], pick: Callable
 def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -> None:
     """One claim (or several with the same layouts and shape: a seed's repeated measurement)."""
     result = group[0]
-    if not result.measured or (result.ratios and all(r.measured is None for r in result.ratios)):
-        why = ("; ".join(d for d in result.differences if "measured on" not in d) if not result.measured else
-               next((d for d in result.differences if d.startswith("layouts not timed")),
-                    "its layouts were not timed together"))
+    why = None
+    if not result.measured:
+        why = "; ".join(d for d in result.differences if "measured on" not in d)
+    elif result.ratios and all(r.measured is None for r in result.ratios):
+        why = next((d for d in result.differences if d.startswith("layouts not timed")),
+                   "its layouts were not timed together")
+    if why is not None:
         s.add(f"The claim \"{result.statement}\" is not measurable here ({why}). ")
         return
     named, shapes, change = result.names_shape, list(result.measured), claims.change_of(kernel)
     pairs = [r for r in result.ratios if r.shape == shapes[0]]
-    lead, at = (f"At the seed's {shapes[0]}, ", lambda shape: "") if named else ("", lambda shape: f" at {shape}")
+    lead = f"At the seed's {shapes[0]}, " if named else ""  # a shape the claim names is said once, here
+    def at(shape: str) -> str:
+        return "" if named else f" at {shape}"
     if change and len(pairs) == 1 and (pairs[0].first, pairs[0].other) == (change[1], change[0]):
         before, after = change
         s.add(f"{lead}{before} -> {after}: the seed's ")
@@ -127,7 +132,8 @@ def _claim_sentence(kernel: str, group: list[claims.ClaimResult], s: Sentence) -
             _published_list(kernel, group, lambda m, p=p: next(r.published for r in m.ratios
                                                                 if (r.first, r.other) == (p.first, p.other)),
                             s, lambda v: f"{v:.2f}x")
-        if one := (pairs[0] if len(pairs) == 1 and named else None):
+        one = pairs[0] if len(pairs) == 1 and named else None
+        if one:
             for i, layout in enumerate((one.other, one.first)):
                 value = result.published[layout]
                 s.add(f" vs {layout} " if i else f" ({layout} ").published(kernel, units.short(value), value)
@@ -177,9 +183,11 @@ class AnswerBlock:
     quantities: list[Quantity]
 
 
-def answer_block(run: Run, links: Links) -> AnswerBlock:
-    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts."""
-    hypotheses, results = hypothesis_answers(run), claims.all_claims(run)
+def answer_block(run: Run, links: Links, hypotheses: list[HypothesisAnswer] | None = None,
+                 results: list[claims.ClaimResult] | None = None) -> AnswerBlock:
+    """Per kernel in the config's order: hypotheses, then claims, else its fastest layouts (judged unless passed in)."""
+    hypotheses = hypothesis_answers(run) if hypotheses is None else hypotheses
+    results = claims.all_claims(run) if results is None else results
     # The hypotheses' kernels in the config's order of hypotheses (config.json sorts its kernels), then the rest.
     order = list(dict.fromkeys(h["kernel"] for h in run.config.get("hypotheses", []) if h["kernel"] in run.kernels))
     block = AnswerBlock([], [])
@@ -264,11 +272,11 @@ def foreign_work_warning(run: Run) -> str | None:
 
 
 def section_answers(run: Run, links: Links) -> doc.Section:
-    warning = foreign_work_warning(run)
-    boxed: list[doc.Block] = [*([doc.Paragraph(warning)] if warning else []), doc.Text(how_made(run, links)),
-                              doc.Bullets(answer_block(run, links).items)]
-    tables: list[doc.Block] = []
+    warning, made = foreign_work_warning(run), how_made(run, links)
     answers, results = hypothesis_answers(run), claims.all_claims(run)
+    boxed: list[doc.Block] = [*([doc.Paragraph(warning)] if warning else []), doc.Text(made),
+                              doc.Bullets(answer_block(run, links, answers, results).items)]
+    tables: list[doc.Block] = []
     if answers:
         tables.append(doc.Table(["Hypothesis", "Verdict per repeat", "Shapes", "Where it fails (range over repeats)"],
                                 hypothesis_rows(run, answers)))

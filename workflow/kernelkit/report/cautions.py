@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from kernelkit import document as doc
 from kernelkit.report.quality import foreign_targets, looked_after, retimed_targets
@@ -38,8 +38,9 @@ def caveats(run: Run) -> list[str]:
                         f"{spread:.3f})")
         # A repeat whose samples spread far wider than another's, none tagged disturbed: something the
         # records do not name changed them (a CuPy loop NVML had not yet sampled, in h200-fq2-wait).
-        spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in group.itertuples()}
-        for row in group.itertuples():
+        rows = list(group.itertuples())
+        spreads = {int(row.repeat): (row.max_us - row.min_us) / row.median_us for row in rows}
+        for row in rows:
             wide = spreads[int(row.repeat)]
             steady = min((rep for rep in spreads if rep != int(row.repeat)), key=spreads.__getitem__)
             if wide >= OUTLIER_SPREAD and wide >= OUTLIER_FACTOR * spreads[steady] and row.disturbed_samples == 0:
@@ -54,9 +55,10 @@ def caveats(run: Run) -> list[str]:
     if retimed := retimed_targets(timed):
         found.append(f"{len(retimed)} timed targets or spans were taken again after foreign work touched their samples; "
                      "their numbers come from the stretch after the wait")
+    def in_order(key: Callable[[dict[str, Any]], Any]) -> list[tuple[str, str, str, int]]:
+        return [(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=key)]
     # The planned order is the one every record names (its order key within its repeat).
-    plan, executed = ([(r["kernel"], r["shape"], r["layout"], r["repeat"]) for r in sorted(run.timings, key=key)]
-                      for key in (lambda r: (r["repeat"], r["order"].get("key", 0)), lambda r: r["started_utc"]))
+    plan, executed = in_order(lambda r: (r["repeat"], r["order"].get("key", 0))), in_order(lambda r: r["started_utc"])
     if executed != plan:
         moved = sum(a != b for a, b in zip(executed, plan))
         runs_of_kernels = 1 + sum(a[0] != b[0] for a, b in zip(executed, executed[1:]))

@@ -7,6 +7,8 @@ time only after scaling it by the cards' ratio of the ceiling that bounds it, si
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,10 +61,14 @@ def claims_file(kernel: str) -> Path:
 def read_claims(kernel: str) -> dict[str, Any]:
     """The kernel folder's claims file, or {} when it has none."""
     path = claims_file(kernel)
-    if not path.is_file():
-        return {}
+    return copy.deepcopy(_parse(path, path.read_text(encoding="utf-8"))) if path.is_file() else {}
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(path: Path, text: str) -> dict[str, Any]:
+    """A claims file's text parsed once per process (a report reads each dozens of times); an edited one anew."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise KitError(f"claims file {path} is not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("claims", []), list):

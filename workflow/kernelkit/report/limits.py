@@ -15,7 +15,7 @@ from kernelkit import document as doc
 from kernelkit import units
 from kernelkit.report.bounds import Judgement, judge
 from kernelkit.report.claims import run_card
-from kernelkit.report.run import Run, card_label, method_used, rated_bandwidth_gb_s
+from kernelkit.report.run import Card, Run, method_used, rated_bandwidth_gb_s
 
 
 def cross_checks(run: Run) -> list[str]:
@@ -62,8 +62,7 @@ def ceiling_blocks(run: Run) -> list[doc.Block]:
                 f"{name} {record[work] / (median(v['samples_us']) * 1e-6) / 1e9:.1f} {rates[kind][1]}"
                 for name, v in sorted(record["variants"].items())) + f" (the ceiling is the fastest, {record['best']})."))
     if run.cards:
-        first = card_label({"gpu_uuid": run.environment.get("gpu_uuid") or run.environment.get("gpu", {}).get("uuid"),
-                            "gpu_index": run.environment.get("gpu_index")}) or "first card"
+        first = Card(run.dir).label or "first card"  # the run's own card, read as gpus/<i>/ are
         per_card = [[label, *(f"{r[key]:.1f} {unit}" if key in r else "n/a" for key, unit in rates.values()),
                      f"{r['floor_us']:.3f} us" if "floor_us" in r else "n/a"]
                     for label, r in [(first, run.ceiling),

@@ -49,10 +49,13 @@ def _counter(launches: list[dict[str, Any]], name: str, weighted: bool = False) 
 
 def disturbed_targets(records: list[dict[str, Any]]) -> list[str]:
     """Targets with disturbed samples: how many, and what disturbed them (from the sample tags)."""
-    return [f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
-            + (f" ({'; '.join(why)})" if (why := sampler.causes(
-                [r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])) else "")
-            for r in records if r.get("disturbed_samples")]
+    found: list[str] = []
+    for r in records:
+        if r.get("disturbed_samples"):
+            text = f"{_target(r)}: {len(r['disturbed_samples'])} of {len(r['samples_us'])} samples"
+            why = sampler.causes([r["sample_tags"][i] for i in r["disturbed_samples"] if i < len(r["sample_tags"])])
+            found.append(text + (f" ({'; '.join(why)})" if why else ""))
+    return found
 
 
 def run_time_paragraph(run: Run) -> doc.Paragraph:
@@ -276,14 +279,14 @@ def section_tools(run: Run) -> list[doc.Section]:
         rows = []
         for record in sorted(run.profiles, key=lambda r: (r["kernel"], natural_key(r["shape"]), r["layout"])):
             key = (record["kernel"], record["shape"], record["layout"])
-            launches = record.get("launches", [])
-            rows.append([*key, _us(run.pooled_median(*key)), *[""] * (len(SPEED_OF_LIGHT) + 4),
-                         f"skipped: {record['skipped']}"] if "skipped" in record else [
-                *key, _us(run.pooled_median(*key)),
-                *(_counter(launches, name, weighted=True)
-                  for name in [n for n, _ in SPEED_OF_LIGHT] + ["achieved_occupancy_pct"]),
-                _counter(launches, "instructions_executed"), _counter(launches, "shared_bank_conflicts"),
-                limiter(launches), f"{len(launches)} kernel launch(es)"])
+            head, launches = [*key, _us(run.pooled_median(*key))], record.get("launches", [])
+            if "skipped" in record:
+                rows.append([*head, *[""] * (len(SPEED_OF_LIGHT) + 4), f"skipped: {record['skipped']}"])
+                continue
+            weighted = [_counter(launches, name, weighted=True) for name, _ in SPEED_OF_LIGHT]
+            rows.append([*head, *weighted, _counter(launches, "achieved_occupancy_pct", weighted=True),
+                         _counter(launches, "instructions_executed"), _counter(launches, "shared_bank_conflicts"),
+                         limiter(launches), f"{len(launches)} kernel launch(es)"])
         sections.append(doc.Section("Counters (Nsight Compute)", [
             doc.Paragraph("One warmed call per configuration under ncu --clock-control none (the clocks as the timing "
                           "saw them); percentages are duration-weighted over the kernels the call launched, counts "

@@ -71,6 +71,7 @@ class Run:
         for record in self.timings:
             self._configs.setdefault((record["kernel"], record["shape"], record["layout"]), []).append(record)
         self._specs: dict[str, specs.KernelSpec | None] = {}
+        self._spec_bytes: dict[tuple[str, str], tuple[int, int] | None] = {}
 
     @property
     def kernels(self) -> list[str]:
@@ -130,20 +131,22 @@ class Run:
     def fastest(self, kernel: str, shape: str) -> tuple[tuple[str, float] | None, tuple[str, float] | None]:
         """The fastest hand-written and the fastest library layout at a shape, each with its pooled median."""
         medians, libraries = self.medians(kernel, shape), self.libraries(kernel)
-        return tuple(min(((l, m) for l, m in medians.items() if (l in libraries) == library),  # type: ignore[return-value]
-                         key=lambda item: item[1], default=None) for library in (False, True))
+        def best(names: Iterable[str]) -> tuple[str, float] | None:
+            return min(((name, medians[name]) for name in names), key=lambda item: item[1], default=None)
+        return best(l for l in medians if l not in libraries), best(l for l in medians if l in libraries)
 
     def byte_counts(self, record: dict[str, Any]) -> tuple[int, int]:
-        """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's."""
-        spec = self.spec(record["kernel"])
-        if spec is not None:
+        """Compulsory and issued bytes of a target: the spec's counts when its folder is here, else the record's.
+        The spec's are counted once per (kernel, shape): the sections ask for them hundreds of times."""
+        key, spec = (record["kernel"], record["shape"]), self.spec(record["kernel"])
+        if spec is not None and key not in self._spec_bytes:
             try:
                 shape = spec.parse_shape(record["shape"])
                 compulsory = int(spec.bytes_moved(shape))
-                return compulsory, int(spec.bytes_issued(shape)) if spec.bytes_issued else compulsory
+                self._spec_bytes[key] = compulsory, int(spec.bytes_issued(shape)) if spec.bytes_issued else compulsory
             except (KitError, TypeError, ValueError):
-                pass
-        return int(record["bytes_moved"]), int(record["bytes_moved"])
+                self._spec_bytes[key] = None
+        return self._spec_bytes.get(key) or (int(record["bytes_moved"]), int(record["bytes_moved"]))
 
     def rates_for(self, records: list[dict[str, Any]]) -> dict[str, float]:
         """The ceilings of the card that timed these records: the card whose UUID they name, else
