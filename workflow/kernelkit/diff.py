@@ -117,6 +117,7 @@ class DiffResult:
     outcome_changes: list[tuple[str, str, str]] = field(default_factory=list)
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
+    configs: list[tuple[str, str, str]] = field(default_factory=list)  # timed in both runs: one row each
     comparisons: list[Comparison] = field(default_factory=list)
 
     def count(self, name: str) -> int:
@@ -127,6 +128,11 @@ class DiffResult:
         """The two GPU UUIDs when both are recorded and differ: every verdict then compares cards too."""
         uuid_a, uuid_b = _run_card(self.a), _run_card(self.b)
         return None if None in (uuid_a, uuid_b) or uuid_a == uuid_b else (uuid_a, uuid_b)
+
+    @property
+    def row_confidence(self) -> float:
+        """Each row's confidence, Bonferroni-corrected so that the whole table holds `confidence`."""
+        return 1.0 - (1.0 - self.confidence) / len(self.configs)
 
     def by_change(self) -> list[Comparison]:
         """Rows by the size of their change, largest first (|log B/A|, so 2x and 0.5x weigh alike)."""
@@ -223,6 +229,6 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]
     result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=sort_key)]
 
-    corrected = 1.0 - (1.0 - confidence) / len(configs)
-    result.comparisons = [_compare_config(a, b, config, threshold, corrected) for config in configs]
+    result.configs = configs
+    result.comparisons = [_compare_config(a, b, config, threshold, result.row_confidence) for config in configs]
     return result
