@@ -15,6 +15,7 @@ from kernelkit import KitError
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
+from kernelkit.units import sort_key
 
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
 
@@ -142,12 +143,6 @@ class DiffResult:
         """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
         return {kernel: geometric_mean([c.interval.ratio for c in self.comparisons if kernel in ("", c.kernel)])
                 for kernel in ["", *dict.fromkeys(c.kernel for c in self.comparisons)]}
-
-
-def sort_key(key: tuple) -> tuple:
-    from kernelkit.summary import natural_key  # here, not at the top: the CLI imports this module and pandas is slow
-
-    return tuple(natural_key(str(part)) for part in key)
 
 
 def _run_card(run: RunFiles) -> str | None:

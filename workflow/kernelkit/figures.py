@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kernelkit.summary import natural_key
+from kernelkit.units import natural_key
 
 # One colour per layout in every figure: a library keeps its colour across kernels, and the
 # hand-written layouts of a kernel take the other colours in the config's order.

@@ -13,9 +13,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from kernelkit import KitError
+from kernelkit import KitError, units
 from kernelkit.outputs import check_outputs, write_outputs
 from kernelkit.records import printable, read_checked, read_run_records
+from kernelkit.units import natural_key, sort_key
 
 CSV_COLUMNS = ("run", "date_utc", "card", "gpu_uuid", "driver", "kit_commit", "kit_tree_dirty", "kernel", "shape",
                "layout", "repeats", "median_us", "repeat_min_us", "repeat_max_us")
@@ -84,8 +85,6 @@ def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
 
 
 def csv_text(runs: list[RunSummary]) -> str:
-    from kernelkit.diff import sort_key
-
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -106,9 +105,7 @@ def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
 
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
-    from kernelkit import document as doc, figures, units
-    from kernelkit.diff import sort_key
-    from kernelkit.summary import natural_key
+    from kernelkit import document as doc, figures
 
     cards = sorted({run.card for run in runs})
     commits = sorted({run.kit_commit for run in runs})

@@ -1,7 +1,20 @@
-"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB.
-Shared by the report and the history of runs, which reads records only, not the report."""
+"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB, and the
+natural order of shapes and layouts. Shared by the report, the diff and the history of runs, which read records
+only, not the report: so nothing heavier than `re` is imported here."""
 
 from __future__ import annotations
+
+import re
+
+
+def natural_key(text: str) -> tuple:
+    """Numbers compare as numbers: 512x128 before 4096x128, t32 before t256."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def sort_key(key: tuple) -> tuple:
+    """A (kernel, shape, layout, ...) key in natural order, part by part."""
+    return tuple(natural_key(str(part)) for part in key)
 
 
 def _in_unit(us: float) -> tuple[float, str]:
