@@ -101,10 +101,16 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        return list(filter(None, [  # one_process_text is empty without one_process
-            self.foreign_work and f"{', '.join(self.foreign_work)} saw foreign GPU work", self.one_process_text,
-            self.disturbed and "disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed),
-            self.cards and f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}"]))
+        notes = []
+        if self.foreign_work:
+            notes.append(f"{', '.join(self.foreign_work)} saw foreign GPU work")
+        if self.one_process:
+            notes.append(self.one_process_text)
+        if self.disturbed:
+            notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
+        if self.cards:
+            notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
+        return notes
 
 
 @dataclass
@@ -166,11 +172,14 @@ def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]
 
 def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float
                     ) -> Comparison:
-    sides = [(side, run, [k for k in sorted(run.timings) if k[:3] == config]) for side, run in (("A", a), ("B", b))]
-    (_, _, keys_a), (_, _, keys_b) = sides
-    groups_a, groups_b = groups = [samples_by_process((k, run.timings[k]) for k in keys) for _, run, keys in sides]
+    keys_a = [k for k in sorted(a.timings) if k[:3] == config]
+    keys_b = [k for k in sorted(b.timings) if k[:3] == config]
+    sides = [("A", a, keys_a), ("B", b, keys_b)]
+    groups_a = samples_by_process((k, a.timings[k]) for k in keys_a)
+    groups_b = samples_by_process((k, b.timings[k]) for k in keys_b)
     interval = ratio_interval(groups_a, groups_b, confidence=confidence)
-    one_process = [side for (side, _, keys), found in zip(sides, groups) if len(keys) > 1 and len(found) == 1]
+    one_process = [side for (side, _, keys), found in zip(sides, (groups_a, groups_b))
+                   if len(keys) > 1 and len(found) == 1]
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
