@@ -18,15 +18,21 @@ def sort_key(key: tuple) -> tuple:
 
 
 def _in_unit(us: float) -> tuple[float, str]:
-    return ((us * 1e3, "ns") if us < 1 else (us, "us") if us < 1e3
-            else (us / 1e3, "ms") if us < 1e6 else (us / 1e6, "s"))
+    if us < 1:
+        return us * 1e3, "ns"
+    if us < 1e3:
+        return us, "us"
+    if us < 1e6:
+        return us / 1e3, "ms"
+    return us / 1e6, "s"
 
 
 def duration(us: float | None) -> str:
     if us is None:
         return "n/a"
     value, unit = _in_unit(us)
-    return f"{value:.{1 if unit == 'ns' else 2 if unit == 'us' and us >= 100 else 3}f} {unit}"
+    digits = 1 if unit == "ns" else 2 if unit == "us" and us >= 100 else 3
+    return f"{value:.{digits}f} {unit}"
 
 
 def bandwidth(bytes_: float, us: float) -> str:
