@@ -128,19 +128,17 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
     table_blocks: list[doc.Block] = []
     for kernel, shape in pairs:
         layouts = sorted({l for run in runs for (k, s, l) in run.medians if (k, s) == (kernel, shape)}, key=natural_key)
-        series = {layout: [(i, run.medians[(kernel, shape, layout)][0]) for i, run in enumerate(runs)
-                           if (kernel, shape, layout) in run.medians] for layout in layouts}
+        keys = {layout: (kernel, shape, layout) for layout in layouts}
+        series = {layout: [(i, run.medians[key][0]) for i, run in enumerate(runs) if key in run.medians]
+                  for layout, key in keys.items()}
         timed = sorted({x for points in series.values() for x, _ in points})
         firsts = list({runs[x].date[:10]: x for x in reversed(timed)}.items())[::-1]  # each date at its first run
         ticks = [(x, date[5:]) for date, x in firsts[::max(1, -(-len(firsts) // 6))]]
         svg = figures.history_figure(f"{kernel} {shape}", series, ticks)
         figure_blocks.append(doc.Figure(svg, None, f"{kernel} {shape}: median per run and layout", small=True))
-        rows = []
-        for layout in layouts:
-            key = (kernel, shape, layout)
-            rows.append([layout, _latest_change(runs, key), "; ".join(
-                f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
-                for run in runs if key in run.medians)])
+        rows = [[layout, _latest_change(runs, key), "; ".join(
+            f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
+            for run in runs if key in run.medians)] for layout, key in keys.items()]
         table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
             doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
     return f"kernelkit history: {folder}", [doc.Section("Runs", blocks),
