@@ -178,8 +178,7 @@ def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], thre
     groups_a = samples_by_process((k, a.timings[k]) for k in keys_a)
     groups_b = samples_by_process((k, b.timings[k]) for k in keys_b)
     interval = ratio_interval(groups_a, groups_b, confidence=confidence)
-    one_process = [side for (side, _, keys), found in zip(sides, (groups_a, groups_b))
-                   if len(keys) > 1 and len(found) == 1]
+    one_process = [s for (s, _, keys), found in zip(sides, (groups_a, groups_b)) if len(keys) > 1 and len(found) == 1]
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]

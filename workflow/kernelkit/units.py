@@ -1,6 +1,5 @@
-"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB, and the
-natural order of shapes and layouts. Shared by the report, the diff and the history of runs, which read records
-only, not the report: so nothing heavier than `re` is imported here."""
+"""Numbers scaled to a readable unit, as nvbench prints them (12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB), and natural order.
+Shared by the report, the diff and the history (which read records only): nothing heavier than `re` is imported."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ def natural_key(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def sort_key(key: tuple) -> tuple:
-    """A (kernel, shape, layout, ...) key in natural order, part by part."""
+def sort_key(key: tuple) -> tuple:  # a (kernel, shape, layout, ...) key in natural order, part by part
     return tuple(natural_key(str(part)) for part in key)
 
 
