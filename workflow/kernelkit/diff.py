@@ -101,7 +101,7 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        notes = []
+        notes: list[str] = []
         if self.foreign_work:
             notes.append(f"{', '.join(self.foreign_work)} saw foreign GPU work")
         if self.one_process:
