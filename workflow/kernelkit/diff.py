@@ -15,6 +15,7 @@ from kernelkit import KitError
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
 from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
                              verdict)
+from kernelkit.units import sort_key
 
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
 
@@ -100,10 +101,16 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        return list(filter(None, [  # one_process_text is empty without one_process
-            self.foreign_work and f"{', '.join(self.foreign_work)} saw foreign GPU work", self.one_process_text,
-            self.disturbed and "disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed),
-            self.cards and f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}"]))
+        notes: list[str] = []
+        if self.foreign_work:
+            notes.append(f"{', '.join(self.foreign_work)} saw foreign GPU work")
+        if self.one_process:
+            notes.append(self.one_process_text)
+        if self.disturbed:
+            notes.append("disturbed samples (throttled, low clock or foreign work): " + ", ".join(self.disturbed))
+        if self.cards:
+            notes.append(f"A ran on {', '.join(self.cards[0])}, B on {', '.join(self.cards[1])}")
+        return notes
 
 
 @dataclass
@@ -117,6 +124,7 @@ class DiffResult:
     outcome_changes: list[tuple[str, str, str]] = field(default_factory=list)
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
+    configs: list[tuple[str, str, str]] = field(default_factory=list)  # timed in both runs: one row each
     comparisons: list[Comparison] = field(default_factory=list)
 
     def count(self, name: str) -> int:
@@ -128,6 +136,11 @@ class DiffResult:
         uuid_a, uuid_b = _run_card(self.a), _run_card(self.b)
         return None if None in (uuid_a, uuid_b) or uuid_a == uuid_b else (uuid_a, uuid_b)
 
+    @property
+    def row_confidence(self) -> float:
+        """Each row's confidence, Bonferroni-corrected so that the whole table holds `confidence`."""
+        return 1.0 - (1.0 - self.confidence) / len(self.configs)
+
     def by_change(self) -> list[Comparison]:
         """Rows by the size of their change, largest first (|log B/A|, so 2x and 0.5x weigh alike)."""
         return sorted(self.comparisons, key=lambda c: -abs(math.log(c.interval.ratio)))
@@ -136,12 +149,6 @@ class DiffResult:
         """Geometric mean of B/A per kernel, and over every configuration under the key ''."""
         return {kernel: geometric_mean([c.interval.ratio for c in self.comparisons if kernel in ("", c.kernel)])
                 for kernel in ["", *dict.fromkeys(c.kernel for c in self.comparisons)]}
-
-
-def sort_key(key: tuple) -> tuple:
-    from kernelkit.summary import natural_key  # here, not at the top: the CLI imports this module and pandas is slow
-
-    return tuple(natural_key(str(part)) for part in key)
 
 
 def _run_card(run: RunFiles) -> str | None:
@@ -165,11 +172,13 @@ def card_spread(a: RunFiles, b: RunFiles, cards_a: list[str], cards_b: list[str]
 
 def _compare_config(a: RunFiles, b: RunFiles, config: tuple[str, str, str], threshold: float, confidence: float
                     ) -> Comparison:
-    sides = [(side, run, [k for k in sorted(run.timings) if k[:3] == config]) for side, run in (("A", a), ("B", b))]
-    (_, _, keys_a), (_, _, keys_b) = sides
-    groups_a, groups_b = groups = [samples_by_process((k, run.timings[k]) for k in keys) for _, run, keys in sides]
+    keys_a = [k for k in sorted(a.timings) if k[:3] == config]
+    keys_b = [k for k in sorted(b.timings) if k[:3] == config]
+    sides = [("A", a, keys_a), ("B", b, keys_b)]
+    groups_a = samples_by_process((k, a.timings[k]) for k in keys_a)
+    groups_b = samples_by_process((k, b.timings[k]) for k in keys_b)
     interval = ratio_interval(groups_a, groups_b, confidence=confidence)
-    one_process = [side for (side, _, keys), found in zip(sides, groups) if len(keys) > 1 and len(found) == 1]
+    one_process = [s for (s, _, keys), found in zip(sides, (groups_a, groups_b)) if len(keys) > 1 and len(found) == 1]
     foreign = [f"{s} rep{k[3]}" for s, run, keys in sides for k in keys if saw_foreign_work(run.timings[k])]
     disturbed = [f"{s} rep{k[3]}: {disturbed_count(run.timings[k])} of {len(run.timings[k]['samples_us'])}"
                  for s, run, keys in sides for k in keys if disturbed_count(run.timings[k])]
@@ -223,6 +232,6 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]
     result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=sort_key)]
 
-    corrected = 1.0 - (1.0 - confidence) / len(configs)
-    result.comparisons = [_compare_config(a, b, config, threshold, corrected) for config in configs]
+    result.configs = configs
+    result.comparisons = [_compare_config(a, b, config, threshold, result.row_confidence) for config in configs]
     return result

@@ -148,7 +148,7 @@ def _method(result: DiffResult) -> doc.Paragraph:
         "The ratio is B/A of the pooled medians (below 1: B is faster); the change is B/A - 1. Its interval is a "
         "percentile bootstrap that resamples processes (repeats; repeats that one worker process ran count as one) "
         f"and then samples inside each, at {result.confidence:.0%} for the whole table (Bonferroni: "
-        f"{1 - (1 - result.confidence) / len(result.comparisons):.4%} per row). Verdicts: SAME when the interval "
+        f"{result.row_confidence:.4%} per row). Verdicts: SAME when the interval "
         f"lies inside 1 +- {result.threshold:g} (with the change named when the interval excludes 1); SLOWER or "
         f"FASTER when it lies wholly beyond 1 +- {result.threshold:g} and every process (repeat) of B is slower, or "
         "faster, than every process of A, and neither run timed all its repeats in one process; AMBIGUOUS otherwise "

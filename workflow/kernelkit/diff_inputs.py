@@ -39,8 +39,9 @@ def _card_ceilings(root: Path) -> dict[str, dict[str, tuple[float, str]]]:
                 record = read_json(path)
             except KitError:
                 continue
-            uuid, samples = (record.get("gpu_uuid") or directory_card, record.get("samples_us")) if isinstance(
-                record, dict) else (None, None)
+            if not isinstance(record, dict):
+                continue
+            uuid, samples = record.get("gpu_uuid") or directory_card, record.get("samples_us")
             if isinstance(uuid, str) and uuid and isinstance(samples, list) and samples and all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in samples):
                 # How it was measured, as far as it decides the number: the timing method's name and host

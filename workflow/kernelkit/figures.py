@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kernelkit.summary import natural_key
+from kernelkit.units import natural_key
 
 # One colour per layout in every figure: a library keeps its colour across kernels, and the
 # hand-written layouts of a kernel take the other colours in the config's order.
@@ -53,7 +53,7 @@ def _time_axis(ax: Any, values: Sequence[float], label: str) -> bool:
     log = bool(values) and max(values) / min(values) > LOG_SPAN
     ax.set_ylabel(f"{label}, " + ("log scale" if log else "linear"))
     if log:
-        _plain_log_ticks(ax.yaxis)
+        _plain_log_y(ax)
     return log
 
 
@@ -217,15 +217,15 @@ def roofline_figure(title: str, points: Sequence[RooflinePoint], ceilings: Seque
 RatioPanel = tuple[str, str, str, Sequence[tuple[str, Sequence[float]]]]
 
 
-def _plain_log_ticks(axis: Any) -> None:
+def _plain_log_y(ax: Any) -> None:
     """A log y axis labelled with plain numbers (0.5, 1, 2), not powers of ten: ratios near 1 read so."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
-    axis.axes.set_yscale("log")
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_minor_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)))
-    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: ""))
 
 
 def ratio_figure(panels: Sequence[RatioPanel]) -> str:
@@ -240,7 +240,7 @@ def ratio_figure(panels: Sequence[RatioPanel]) -> str:
                 ax.plot([i + 0.12 * (j - (len(ratios) - 1) / 2)], [ratio], "o", markersize=5,
                         color="#2ca02c" if ratio > 1 else "#d62728")
         ax.axhline(1.0, color="#555555", linestyle="--", linewidth=1)
-        _plain_log_ticks(ax.yaxis)
+        _plain_log_y(ax)
         ax.set_xticks(range(len(shapes)), [shape for shape, _ in shapes], rotation=35, ha="right")
         ax.set(xlim=(-0.6, len(shapes) - 0.4), title=title, xlabel="shape", ylabel=f"{slower} / {faster} time (log scale)")
     handles = [Line2D([], [], marker="o", color=c, linestyle="none") for c in ("#2ca02c", "#d62728")]

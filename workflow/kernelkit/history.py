@@ -13,9 +13,10 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from kernelkit import KitError
+from kernelkit import KitError, units
 from kernelkit.outputs import check_outputs, write_outputs
 from kernelkit.records import printable, read_checked, read_run_records
+from kernelkit.units import natural_key, sort_key
 
 CSV_COLUMNS = ("run", "date_utc", "card", "gpu_uuid", "driver", "kit_commit", "kit_tree_dirty", "kernel", "shape",
                "layout", "repeats", "median_us", "repeat_min_us", "repeat_max_us")
@@ -84,8 +85,6 @@ def collect(folder: Path) -> tuple[list[RunSummary], list[tuple[str, str]]]:
 
 
 def csv_text(runs: list[RunSummary]) -> str:
-    from kernelkit.diff import sort_key
-
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -99,16 +98,14 @@ def csv_text(runs: list[RunSummary]) -> str:
 def _latest_change(runs: list[RunSummary], key: tuple[str, str, str]) -> str:
     """The latest run's median over the median of the earlier runs on the same card model."""
     *timed, latest = [run for run in runs if key in run.medians]
-    earlier = [run.medians[key][0] for run in timed if run.card == latest.card]
     if not timed:
         return "one run"
+    earlier = [run.medians[key][0] for run in timed if run.card == latest.card]
     return f"{latest.medians[key][0] / median(earlier) - 1:+.1%}" if earlier else "no earlier run on this card model"
 
 
 def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) -> tuple[str, list[Any]]:
-    from kernelkit import document as doc, figures, units
-    from kernelkit.diff import sort_key
-    from kernelkit.summary import natural_key
+    from kernelkit import document as doc, figures
 
     cards = sorted({run.card for run in runs})
     commits = sorted({run.kit_commit for run in runs})
@@ -118,19 +115,22 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         f"({', '.join(cards)}) and {len(commits)} kit commit{'s' if len(commits) != 1 else ''}; ordered by the date "
         "each run's environment record was captured. A median pools every sample of every repeat; the range is the "
         "min-max of the repeats' medians. Latest change: the latest run's median over the median of the earlier runs "
-        "on the same card model."), *([doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(
-            f"{name}: {why}" for name, why in refused) + ".")] if refused else []),
+        "on the same card model."),
         doc.Table(["Run", "Date (UTC)", "Card", "Driver", "Kit commit", "Configurations"], [
             [run.name, run.date[:19].replace("T", " "), f"{run.card} ({run.uuid[:12]})", run.driver,
              run.kit_commit[:12] + (" (uncommitted changes)" if run.kit_tree_dirty is True else ""),
              str(len(run.medians))] for run in runs], numeric=(5,))]
+    if refused:
+        blocks.insert(1, doc.Paragraph(f"Not read ({len(refused)}): " + "; ".join(
+            f"{name}: {why}" for name, why in refused) + "."))
     pairs = sorted({(k, s) for run in runs for (k, s, _) in run.medians}, key=sort_key)
     figure_blocks: list[doc.Block] = []
     table_blocks: list[doc.Block] = []
     for kernel, shape in pairs:
         layouts = sorted({l for run in runs for (k, s, l) in run.medians if (k, s) == (kernel, shape)}, key=natural_key)
-        series = {layout: [(i, run.medians[(kernel, shape, layout)][0]) for i, run in enumerate(runs)
-                           if (kernel, shape, layout) in run.medians] for layout in layouts}
+        keys = {layout: (kernel, shape, layout) for layout in layouts}
+        series = {layout: [(i, run.medians[key][0]) for i, run in enumerate(runs) if key in run.medians]
+                  for layout, key in keys.items()}
         timed = sorted({x for points in series.values() for x, _ in points})
         firsts = list({runs[x].date[:10]: x for x in reversed(timed)}.items())[::-1]  # each date at its first run
         ticks = [(x, date[5:]) for date, x in firsts[::max(1, -(-len(firsts) // 6))]]
@@ -138,7 +138,7 @@ def build(folder: Path, runs: list[RunSummary], refused: list[tuple[str, str]]) 
         figure_blocks.append(doc.Figure(svg, None, f"{kernel} {shape}: median per run and layout", small=True))
         rows = [[layout, _latest_change(runs, key), "; ".join(
             f"{run.name} {units.short(run.medians[key][0])} ({units.spread(run.medians[key][1])})"
-            for run in runs if key in run.medians)] for layout in layouts for key in [(kernel, shape, layout)]]
+            for run in runs if key in run.medians)] for layout, key in keys.items()]
         table_blocks.append(doc.Details(f"{kernel} {shape}: every run's median per layout", [
             doc.Table(["Layout", "Latest change", "Median per run, by date (range over repeats)"], rows)]))
     return f"kernelkit history: {folder}", [doc.Section("Runs", blocks),
@@ -153,11 +153,13 @@ def run_command(args: argparse.Namespace) -> int:
     check_outputs(outputs)  # before the work, not after
     folder = Path(args.folder)
     runs, refused = collect(folder)
-    written = [(args.csv, csv_text(runs))] if args.csv else []
+    written: list[tuple[str, str]] = []
     if args.markdown or args.html:
         title, sections = build(folder, runs, refused)
-        written[:0] = [(path, render(title, sections)) for path, render in
-                       ((args.markdown, document.render_markdown), (args.html, document.render_html)) if path]
+        written = [(path, render(title, sections)) for path, render in
+                   ((args.markdown, document.render_markdown), (args.html, document.render_html)) if path]
+    if args.csv:
+        written.append((args.csv, csv_text(runs)))
     write_outputs(written)
     return 0
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
 import pandas as pd
 
 from kernelkit.stats import placement_medians, relative_range, summarize
+from kernelkit.units import natural_key
 
 COLUMNS = [
     "kernel", "shape", "layout", "repeat", "n", "median_us", "min_us", "max_us",
@@ -48,8 +48,3 @@ def summarize_records(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     table["disturbed_samples"] = table["disturbed_samples"].astype("Int64")
     return table[COLUMNS].sort_values(["kernel", "shape", "layout", "cache", "repeat"], kind="stable", key=lambda c: (
         c.map(natural_key) if c.name in ("shape", "layout") else c)).reset_index(drop=True)
-
-
-def natural_key(text: str) -> tuple:
-    """Numbers compare as numbers: 512x128 before 4096x128, t32 before t256."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))

@@ -1,19 +1,36 @@
-"""Numbers scaled to a readable unit, as nvbench prints them: 12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB.
-Shared by the report and the history of runs, which reads records only, not the report."""
+"""Numbers scaled to a readable unit, as nvbench prints them (12.3 us, 4.10 ms, 3.21 TB/s, 512 MiB), and natural order.
+Shared by the report, the diff and the history (which read records only): nothing heavier than `re` is imported."""
 
 from __future__ import annotations
 
+import re
+
+
+def natural_key(text: str) -> tuple:
+    """Numbers compare as numbers: 512x128 before 4096x128, t32 before t256."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def sort_key(key: tuple) -> tuple:  # a (kernel, shape, layout, ...) key in natural order, part by part
+    return tuple(natural_key(str(part)) for part in key)
+
 
 def _in_unit(us: float) -> tuple[float, str]:
-    return ((us * 1e3, "ns") if us < 1 else (us, "us") if us < 1e3
-            else (us / 1e3, "ms") if us < 1e6 else (us / 1e6, "s"))
+    if us < 1:
+        return us * 1e3, "ns"
+    if us < 1e3:
+        return us, "us"
+    if us < 1e6:
+        return us / 1e3, "ms"
+    return us / 1e6, "s"
 
 
 def duration(us: float | None) -> str:
     if us is None:
         return "n/a"
     value, unit = _in_unit(us)
-    return f"{value:.{1 if unit == 'ns' else 2 if unit == 'us' and us >= 100 else 3}f} {unit}"
+    digits = 1 if unit == "ns" else 2 if unit == "us" and us >= 100 else 3
+    return f"{value:.{digits}f} {unit}"
 
 
 def bandwidth(bytes_: float, us: float) -> str:
