@@ -13,8 +13,8 @@ from typing import Any
 
 from kernelkit import KitError
 from kernelkit.diff_inputs import RunFiles, card, disturbed_count, load_run, samples_by_process, saw_foreign_work
-from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, geometric_mean, process_order, ratio_interval,
-                             verdict)
+from kernelkit.stats import (DIFF_CONFIDENCE, DIFF_THRESHOLD, RatioInterval, bonferroni, geometric_mean, process_order,
+                             ratio_interval, verdict)
 from kernelkit.units import sort_key
 
 __all__ = ["Comparison", "DiffResult", "RunFiles", "compare", "load_run"]
@@ -124,7 +124,6 @@ class DiffResult:
     outcome_changes: list[tuple[str, str, str]] = field(default_factory=list)
     only_in_a: list[str] = field(default_factory=list)
     only_in_b: list[str] = field(default_factory=list)
-    configs: list[tuple[str, str, str]] = field(default_factory=list)  # timed in both runs: one row each
     comparisons: list[Comparison] = field(default_factory=list)
 
     def count(self, name: str) -> int:
@@ -138,8 +137,7 @@ class DiffResult:
 
     @property
     def row_confidence(self) -> float:
-        """Each row's confidence, Bonferroni-corrected so that the whole table holds `confidence`."""
-        return 1.0 - (1.0 - self.confidence) / len(self.configs)
+        return bonferroni(self.confidence, len(self.comparisons))
 
     def by_change(self) -> list[Comparison]:
         """Rows by the size of their change, largest first (|log B/A|, so 2x and 0.5x weigh alike)."""
@@ -232,6 +230,6 @@ def compare(a: RunFiles, b: RunFiles, threshold: float = DIFF_THRESHOLD, confide
     result.only_in_a = [name(k) for k in sorted(set(a.timings) - set(b.timings), key=sort_key)]
     result.only_in_b = [name(k) for k in sorted(set(b.timings) - set(a.timings), key=sort_key)]
 
-    result.configs = configs
-    result.comparisons = [_compare_config(a, b, config, threshold, result.row_confidence) for config in configs]
+    corrected = bonferroni(confidence, len(configs))
+    result.comparisons = [_compare_config(a, b, config, threshold, corrected) for config in configs]
     return result

@@ -79,6 +79,11 @@ def ratio_interval(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], c
     return RatioInterval(point, float(low), float(high))
 
 
+def bonferroni(confidence: float, rows: int) -> float:
+    """Each row's confidence, so that a table of `rows` intervals holds `confidence` as a whole."""
+    return 1.0 - (1.0 - confidence) / rows
+
+
 def process_order(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> int:
     """+1 when every process median of B lies above every one of A, -1 when below, 0 when they interleave."""
     medians_a, medians_b = [median(g) for g in a], [median(g) for g in b]
